@@ -1,0 +1,232 @@
+//! Reading config.json for a family: typed accessors that turn a missing or ill-typed key
+//! into a finding, and the grading of every key (**fail closed**: a key that is neither in
+//! the common registry nor in the family's own table is `config.unknown_key`).
+
+use serde_json::{Map, Value};
+
+use crate::findings::{Code, Findings};
+
+/// How the planner treats a config key. Every key a config may carry has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grade {
+    /// Read by the planner: it shapes the architecture, parameters or memory.
+    Consumed,
+    /// Identity or bookkeeping (names, versions, token ids): no effect on shape or memory.
+    Metadata,
+    /// Affects training only (dropout, init, auxiliary losses).
+    TrainingOnly,
+    /// Generation policy or runtime default (sampling, `use_cache`).
+    Generation,
+    /// Numerics that change values, not shapes or memory (eps, rope base, activation).
+    Numerics,
+}
+
+/// More layers than any real model (the largest have ~100–200); the planner builds per-layer
+/// tables, so an absurd count is refused before it allocates.
+pub const MAX_LAYERS: u64 = 4096;
+
+/// Keys any transformers config may carry, whatever the family.
+pub const COMMON_KEYS: &[(&str, Grade)] = &[
+    ("architectures", Grade::Metadata),
+    ("model_type", Grade::Consumed),
+    ("transformers_version", Grade::Metadata),
+    ("torch_dtype", Grade::Consumed),
+    ("dtype", Grade::Consumed),
+    ("_name_or_path", Grade::Metadata),
+    ("auto_map", Grade::Metadata),
+    ("bos_token_id", Grade::Metadata),
+    ("eos_token_id", Grade::Metadata),
+    ("pad_token_id", Grade::Metadata),
+    ("sep_token_id", Grade::Metadata),
+    ("decoder_start_token_id", Grade::Metadata),
+    ("id2label", Grade::Metadata),
+    ("label2id", Grade::Metadata),
+    ("task_specific_params", Grade::Metadata),
+    ("problem_type", Grade::Metadata),
+    ("finetuning_task", Grade::Metadata),
+    ("tokenizer_class", Grade::Metadata),
+    ("prefix", Grade::Metadata),
+    ("return_dict", Grade::Metadata),
+    ("output_hidden_states", Grade::Metadata),
+    ("output_attentions", Grade::Metadata),
+    ("torchscript", Grade::Metadata),
+    ("use_return_dict", Grade::Metadata),
+    ("is_encoder_decoder", Grade::Consumed),
+    ("is_decoder", Grade::Metadata),
+    ("add_cross_attention", Grade::Metadata),
+    ("cross_attention_hidden_size", Grade::Metadata),
+    ("tie_encoder_decoder", Grade::Metadata),
+    ("chunk_size_feed_forward", Grade::Numerics),
+    ("pruned_heads", Grade::Metadata),
+    ("initializer_range", Grade::TrainingOnly),
+    ("attention_dropout", Grade::TrainingOnly),
+    ("hidden_dropout", Grade::TrainingOnly),
+    ("output_router_logits", Grade::TrainingOnly),
+    ("router_aux_loss_coef", Grade::TrainingOnly),
+    ("pretraining_tp", Grade::TrainingOnly),
+    ("gradient_checkpointing", Grade::TrainingOnly),
+    ("use_cache", Grade::Generation),
+    ("max_length", Grade::Generation),
+    ("min_length", Grade::Generation),
+    ("do_sample", Grade::Generation),
+    ("temperature", Grade::Generation),
+    ("top_k", Grade::Generation),
+    ("top_p", Grade::Generation),
+    ("repetition_penalty", Grade::Generation),
+    ("num_beams", Grade::Generation),
+    ("hidden_act", Grade::Numerics),
+    ("hidden_activation", Grade::Numerics),
+    ("rms_norm_eps", Grade::Numerics),
+    ("layer_norm_eps", Grade::Numerics),
+    ("rope_theta", Grade::Numerics),
+    ("rope_scaling", Grade::Numerics),
+    ("rope_parameters", Grade::Numerics),
+    ("quantization_config", Grade::Consumed),
+    ("tie_word_embeddings", Grade::Consumed),
+];
+
+/// A family's view of one config object (the top level, or `text_config`).
+pub struct ConfigReader<'a> {
+    map: &'a Map<String, Value>,
+    /// `""` or `"text_config."`, so findings name the key as the user sees it.
+    prefix: &'static str,
+    pub findings: &'a mut Findings,
+}
+
+impl<'a> ConfigReader<'a> {
+    pub fn new(map: &'a Map<String, Value>, prefix: &'static str, findings: &'a mut Findings) -> Self {
+        Self { map, prefix, findings }
+    }
+
+    fn subject(&self, key: &str) -> String {
+        format!("config.{}{key}", self.prefix)
+    }
+
+    /// The raw value, `None` when absent or JSON `null`.
+    pub fn value(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn invalid(&mut self, key: &str, want: &str) {
+        let subject = self.subject(key);
+        let found = self.map.get(key).cloned();
+        let finding = self.findings.push(Code::ConfigInvalidValue, subject, format!("expected {want}"));
+        finding.observed = found;
+    }
+
+    /// An optional non-negative integer; an ill-typed value is a finding and reads as absent.
+    pub fn opt_u64(&mut self, key: &str) -> Option<u64> {
+        let v = self.value(key)?;
+        match v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 2f64.powi(53)).map(|f| f as u64)) {
+            Some(n) => Some(n),
+            None => {
+                self.invalid(key, "a non-negative integer");
+                None
+            }
+        }
+    }
+
+    /// A required positive integer; absence or zero is a finding.
+    pub fn u64(&mut self, key: &str) -> Option<u64> {
+        if self.value(key).is_none() {
+            let subject = self.subject(key);
+            self.findings.push(Code::ConfigMissingKey, subject, format!("`{key}` is required for this architecture"));
+            return None;
+        }
+        match self.opt_u64(key)? {
+            0 => {
+                self.invalid(key, "a positive integer");
+                None
+            }
+            n => Some(n),
+        }
+    }
+
+    /// A layer count: required, positive, and at most [`MAX_LAYERS`] (per-layer tables are
+    /// built from it, so an absurd count must not allocate).
+    pub fn layers(&mut self, key: &str) -> Option<u64> {
+        let n = self.u64(key)?;
+        if n > MAX_LAYERS {
+            self.invalid(key, &format!("at most {MAX_LAYERS} layers"));
+            return None;
+        }
+        Some(n)
+    }
+
+    /// An optional layer count where zero is meaningful (absent reads as zero), bounded as
+    /// [`Self::layers`] is.
+    pub fn opt_layers(&mut self, key: &str) -> Option<u64> {
+        let n = self.opt_u64(key).unwrap_or(0);
+        if n > MAX_LAYERS {
+            self.invalid(key, &format!("at most {MAX_LAYERS} layers"));
+            return None;
+        }
+        Some(n)
+    }
+
+    pub fn opt_bool(&mut self, key: &str) -> Option<bool> {
+        let v = self.value(key)?;
+        match v.as_bool() {
+            Some(b) => Some(b),
+            None => {
+                self.invalid(key, "a boolean");
+                None
+            }
+        }
+    }
+
+    pub fn opt_str(&mut self, key: &str) -> Option<&'a str> {
+        let v = self.value(key)?;
+        match v.as_str() {
+            Some(s) => Some(s),
+            None => {
+                self.invalid(key, "a string");
+                None
+            }
+        }
+    }
+
+    /// An optional array of strings.
+    pub fn opt_str_list(&mut self, key: &str) -> Option<Vec<&'a str>> {
+        let v = self.value(key)?;
+        let list = v.as_array().and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<_>>>());
+        if list.is_none() {
+            self.invalid(key, "an array of strings");
+        }
+        list
+    }
+
+    /// An optional array of non-negative integers.
+    pub fn opt_u64_list(&mut self, key: &str) -> Option<Vec<u64>> {
+        let v = self.value(key)?;
+        let list = v.as_array().and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<_>>>());
+        if list.is_none() {
+            self.invalid(key, "an array of non-negative integers");
+        }
+        list
+    }
+
+    /// A value the planner recognises but cannot model.
+    pub fn unsupported(&mut self, key: &str, detail: impl Into<String>) {
+        let subject = self.subject(key);
+        let found = self.map.get(key).cloned();
+        let finding = self.findings.push(Code::ConfigUnsupportedValue, subject, detail);
+        finding.observed = found;
+    }
+
+    /// Grade every key: one `config.unknown_key` finding per key in neither table.
+    pub fn grade_keys(&mut self, family_keys: &[(&str, Grade)], extra: &[&str]) {
+        for key in self.map.keys() {
+            let known = COMMON_KEYS.iter().chain(family_keys).any(|(k, _)| k == key) || extra.contains(&key.as_str());
+            if !known {
+                let subject = self.subject(key);
+                let finding = self.findings.push(
+                    Code::ConfigUnknownKey,
+                    subject,
+                    format!("`{key}` is not in the planner's key registry for this architecture; it may change what the model computes"),
+                );
+                finding.observed = self.map.get(key).cloned();
+            }
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Gemma 2 and Gemma 3 (text): interleaved sliding/full attention, `head_dim` independent of
+//! hidden/heads (256 on gemma-3-1b), sandwich norms, tied embeddings by default.
+
+use super::*;
+
+pub static FAMILY: Family = Family {
+    name: "gemma",
+    model_types: &["gemma2", "gemma3_text"],
+    keys: &[
+        ("num_hidden_layers", Grade::Consumed),
+        ("hidden_size", Grade::Consumed),
+        ("intermediate_size", Grade::Consumed),
+        ("num_attention_heads", Grade::Consumed),
+        ("num_key_value_heads", Grade::Consumed),
+        ("head_dim", Grade::Consumed),
+        ("vocab_size", Grade::Consumed),
+        ("max_position_embeddings", Grade::Consumed),
+        ("attention_bias", Grade::Consumed),
+        ("sliding_window", Grade::Consumed),
+        ("layer_types", Grade::Consumed),
+        ("sliding_window_pattern", Grade::Consumed),
+        ("_sliding_window_pattern", Grade::Consumed),
+        ("use_bidirectional_attention", Grade::Consumed),
+        ("query_pre_attn_scalar", Grade::Numerics),
+        ("attn_logit_softcapping", Grade::Numerics),
+        ("final_logit_softcapping", Grade::Numerics),
+        ("rope_local_base_freq", Grade::Numerics),
+        ("cache_implementation", Grade::Generation),
+    ],
+    tensors: &[
+        EMBED_NORM_HEAD,
+        QKVO,
+        QK_NORM,
+        GATED_MLP,
+        &[group("model.layers.N.{pre_feedforward_layernorm,post_feedforward_layernorm}.weight", Norm)],
+    ],
+    mtp_tensors: &[],
+    normalize,
+};
+
+fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let dims = read_dims(cfg, true)?;
+    if cfg.opt_bool("use_bidirectional_attention") == Some(true) {
+        cfg.unsupported("use_bidirectional_attention", "bidirectional (encoder) Gemma is not a causal decoder the planner models");
+        return None;
+    }
+    let window = cfg.opt_u64("sliding_window");
+    let attention = match layer_types(cfg, dims.layers, window)? {
+        Some(per_layer) => per_layer,
+        None => {
+            // transformers' defaults: Gemma 2 alternates from a sliding layer 0; Gemma 3
+            // makes every `pattern`-th layer full.
+            let pattern = match cfg.opt_u64("sliding_window_pattern").or_else(|| cfg.opt_u64("_sliding_window_pattern")) {
+                Some(p) => p.max(1),
+                None if model_type == "gemma2" => 2,
+                None => 6,
+            };
+            let Some(window) = window else {
+                cfg.unsupported("sliding_window", "Gemma interleaves sliding layers but sliding_window is not set");
+                return None;
+            };
+            (0..dims.layers).map(|i| if (i + 1) % pattern != 0 { Attention::Sliding { window } } else { Attention::Full }).collect()
+        }
+    };
+    let mut shapes = dims.base_shapes();
+    shapes.extend(dims.qkv_shapes());
+    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, attention, None), shapes })
+}

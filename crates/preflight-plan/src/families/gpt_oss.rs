@@ -1,0 +1,68 @@
+//! gpt-oss: alternating sliding/full attention with learned sinks, MoE whose experts are
+//! stored fused per layer (`[experts, …]`), usually as MXFP4 `_blocks` + `_scales`.
+
+use super::*;
+
+pub static FAMILY: Family = Family {
+    name: "gpt_oss",
+    model_types: &["gpt_oss"],
+    keys: &[
+        ("num_hidden_layers", Grade::Consumed),
+        ("hidden_size", Grade::Consumed),
+        ("intermediate_size", Grade::Consumed),
+        ("num_attention_heads", Grade::Consumed),
+        ("num_key_value_heads", Grade::Consumed),
+        ("head_dim", Grade::Consumed),
+        ("vocab_size", Grade::Consumed),
+        ("max_position_embeddings", Grade::Consumed),
+        ("attention_bias", Grade::Consumed),
+        ("sliding_window", Grade::Consumed),
+        ("layer_types", Grade::Consumed),
+        ("num_local_experts", Grade::Consumed),
+        ("num_experts_per_tok", Grade::Consumed),
+        ("experts_per_token", Grade::Consumed),
+        ("initial_context_length", Grade::Numerics),
+        ("swiglu_limit", Grade::Numerics),
+    ],
+    tensors: &[
+        EMBED_NORM_HEAD,
+        QKVO,
+        &[
+            group("model.layers.N.self_attn.{q,k,v,o}_proj.bias", Attention),
+            group("model.layers.N.self_attn.sinks", Attention),
+            group("model.layers.N.mlp.router.{weight,bias}", Router),
+            group("model.layers.N.mlp.experts.{gate_up_proj,down_proj,gate_up_proj_bias,down_proj_bias}", Experts),
+        ],
+    ],
+    mtp_tensors: &[],
+    normalize,
+};
+
+fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let dims = read_dims(cfg, false)?;
+    let window = cfg.opt_u64("sliding_window");
+    // Without layer_types, transformers alternates sliding (even) and full (odd) layers.
+    let attention = match layer_types(cfg, dims.layers, window)? {
+        Some(per_layer) => per_layer,
+        None => match window {
+            Some(window) => (0..dims.layers).map(|i| if i % 2 == 0 { Attention::Sliding { window } } else { Attention::Full }).collect(),
+            None => uniform(dims.layers, Attention::Full),
+        },
+    };
+    let experts = cfg.u64("num_local_experts")?;
+    let active = cfg.u64("num_experts_per_tok")?;
+    if let Some(other) = cfg.opt_u64("experts_per_token")
+        && other != active
+    {
+        cfg.findings.mismatch(crate::findings::Code::ConfigInvalidValue, "config.experts_per_token", active, other, "experts_per_token disagrees with num_experts_per_tok");
+    }
+    let moe = Moe { experts, active, shared: 0, dense_layers: vec![] };
+    let mut shapes = dims.base_shapes();
+    shapes.extend(dims.qkv_shapes());
+    shapes.extend([
+        ShapeRule { pattern: "model.layers.N.mlp.router.weight", dim: 0, value: experts, keys: "num_local_experts" },
+        ShapeRule { pattern: "model.layers.N.mlp.experts.gate_up_proj", dim: 0, value: experts, keys: "num_local_experts" },
+        ShapeRule { pattern: "model.layers.N.mlp.experts.down_proj", dim: 0, value: experts, keys: "num_local_experts" },
+    ]);
+    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, attention, Some(moe)), shapes })
+}

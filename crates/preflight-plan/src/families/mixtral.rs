@@ -1,0 +1,47 @@
+//! Mixtral: Mistral attention with a sparse MoE block of `num_local_experts`, top-k routing.
+
+use super::*;
+
+pub static FAMILY: Family = Family {
+    name: "mixtral",
+    model_types: &["mixtral"],
+    keys: &[
+        ("num_hidden_layers", Grade::Consumed),
+        ("hidden_size", Grade::Consumed),
+        ("intermediate_size", Grade::Consumed),
+        ("num_attention_heads", Grade::Consumed),
+        ("num_key_value_heads", Grade::Consumed),
+        ("head_dim", Grade::Consumed),
+        ("vocab_size", Grade::Consumed),
+        ("max_position_embeddings", Grade::Consumed),
+        ("sliding_window", Grade::Consumed),
+        ("num_local_experts", Grade::Consumed),
+        ("num_experts_per_tok", Grade::Consumed),
+        ("router_jitter_noise", Grade::TrainingOnly),
+    ],
+    tensors: &[
+        EMBED_NORM_HEAD,
+        QKVO,
+        &[
+            group("model.layers.N.block_sparse_moe.gate.weight", Router),
+            group("model.layers.N.block_sparse_moe.experts.N.{w1,w2,w3}.weight", Experts),
+        ],
+    ],
+    mtp_tensors: &[],
+    normalize,
+};
+
+fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let dims = read_dims(cfg, false)?;
+    let attention = match cfg.opt_u64("sliding_window") {
+        Some(window) if window < dims.context => Attention::Sliding { window },
+        _ => Attention::Full,
+    };
+    let experts = cfg.u64("num_local_experts")?;
+    let active = cfg.u64("num_experts_per_tok")?;
+    let moe = Moe { experts, active, shared: 0, dense_layers: vec![] };
+    let mut shapes = dims.base_shapes();
+    shapes.extend(dims.qkv_shapes());
+    shapes.push(ShapeRule { pattern: "model.layers.N.block_sparse_moe.gate.weight", dim: 0, value: experts, keys: "num_local_experts" });
+    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), Some(moe)), shapes })
+}

@@ -1,0 +1,48 @@
+//! Phi-3: fused `qkv_proj` and `gate_up_proj`; a `sliding_window` shorter than the context
+//! applies to every layer, as transformers' Phi3 attention does.
+
+use super::*;
+
+pub static FAMILY: Family = Family {
+    name: "phi3",
+    model_types: &["phi3"],
+    keys: &[
+        ("num_hidden_layers", Grade::Consumed),
+        ("hidden_size", Grade::Consumed),
+        ("intermediate_size", Grade::Consumed),
+        ("num_attention_heads", Grade::Consumed),
+        ("num_key_value_heads", Grade::Consumed),
+        ("head_dim", Grade::Consumed),
+        ("vocab_size", Grade::Consumed),
+        ("max_position_embeddings", Grade::Consumed),
+        ("sliding_window", Grade::Consumed),
+        ("original_max_position_embeddings", Grade::Numerics),
+        ("partial_rotary_factor", Grade::Numerics),
+        ("embd_pdrop", Grade::TrainingOnly),
+        ("resid_pdrop", Grade::TrainingOnly),
+    ],
+    tensors: &[
+        EMBED_NORM_HEAD,
+        &[
+            group("model.layers.N.self_attn.{qkv_proj,o_proj}.weight", Attention),
+            group("model.layers.N.mlp.{gate_up_proj,down_proj}.weight", Mlp),
+        ],
+    ],
+    mtp_tensors: &[],
+    normalize,
+};
+
+fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let dims = read_dims(cfg, false)?;
+    let intermediate = cfg.u64("intermediate_size")?;
+    let attention = match cfg.opt_u64("sliding_window") {
+        Some(window) if window < dims.context => Attention::Sliding { window },
+        _ => Attention::Full,
+    };
+    let mut shapes = dims.base_shapes();
+    shapes.extend([
+        ShapeRule { pattern: "model.layers.N.self_attn.qkv_proj.weight", dim: 0, value: dims.heads.saturating_add(dims.kv_heads.saturating_mul(2)).saturating_mul(dims.head_dim), keys: "(num_attention_heads + 2 × num_key_value_heads) × head_dim" },
+        ShapeRule { pattern: "model.layers.N.mlp.gate_up_proj.weight", dim: 0, value: intermediate.saturating_mul(2), keys: "2 × intermediate_size" },
+    ]);
+    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), None), shapes })
+}

@@ -1,0 +1,94 @@
+//! Qwen2 / Qwen3 (dense) and Qwen3-MoE. Qwen3 adds QK-norm and declares `head_dim`
+//! (128 on Qwen3-0.6B, where hidden/heads would say 64). Sliding attention applies only
+//! when `use_sliding_window` is set, to layers from `max_window_layers` on.
+
+use super::*;
+
+const KEYS: &[(&str, Grade)] = &[
+    ("num_hidden_layers", Grade::Consumed),
+    ("hidden_size", Grade::Consumed),
+    ("intermediate_size", Grade::Consumed),
+    ("num_attention_heads", Grade::Consumed),
+    ("num_key_value_heads", Grade::Consumed),
+    ("head_dim", Grade::Consumed),
+    ("vocab_size", Grade::Consumed),
+    ("max_position_embeddings", Grade::Consumed),
+    ("attention_bias", Grade::Consumed),
+    ("use_sliding_window", Grade::Consumed),
+    ("sliding_window", Grade::Consumed),
+    ("max_window_layers", Grade::Consumed),
+    ("layer_types", Grade::Consumed),
+    // MoE
+    ("num_experts", Grade::Consumed),
+    // transformers 5 writes the expert count under this name.
+    ("num_local_experts", Grade::Consumed),
+    ("num_experts_per_tok", Grade::Consumed),
+    ("moe_intermediate_size", Grade::Consumed),
+    ("decoder_sparse_step", Grade::Consumed),
+    ("mlp_only_layers", Grade::Consumed),
+    ("norm_topk_prob", Grade::Numerics),
+];
+
+pub static FAMILY: Family = Family {
+    name: "qwen",
+    model_types: &["qwen2", "qwen3"],
+    keys: KEYS,
+    tensors: &[EMBED_NORM_HEAD, QKVO, QKV_BIAS, QK_NORM, GATED_MLP],
+    mtp_tensors: &[],
+    normalize,
+};
+
+pub static MOE_FAMILY: Family = Family {
+    name: "qwen_moe",
+    model_types: &["qwen3_moe"],
+    keys: KEYS,
+    tensors: &[
+        EMBED_NORM_HEAD,
+        QKVO,
+        QKV_BIAS,
+        QK_NORM,
+        GATED_MLP,
+        &[
+            group("model.layers.N.mlp.gate.weight", Router),
+            group("model.layers.N.mlp.experts.N.{gate,up,down}_proj.weight", Experts),
+        ],
+    ],
+    mtp_tensors: &[],
+    normalize,
+};
+
+fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let dims = read_dims(cfg, false)?;
+    let window = cfg.opt_u64("sliding_window");
+    let attention = match layer_types(cfg, dims.layers, window)? {
+        Some(per_layer) => per_layer,
+        None if cfg.opt_bool("use_sliding_window").unwrap_or(false) => {
+            let Some(window) = window else {
+                cfg.unsupported("use_sliding_window", "use_sliding_window is set but sliding_window is not");
+                return None;
+            };
+            let from = cfg.opt_u64("max_window_layers").unwrap_or(dims.layers);
+            (0..dims.layers).map(|i| if i >= from { Attention::Sliding { window } } else { Attention::Full }).collect()
+        }
+        None => uniform(dims.layers, Attention::Full),
+    };
+    let moe = if model_type == "qwen3_moe" {
+        let experts = match cfg.value("num_experts") {
+            Some(_) => cfg.u64("num_experts")?,
+            None => cfg.u64("num_local_experts")?,
+        };
+        let active = cfg.u64("num_experts_per_tok")?;
+        let step = cfg.opt_u64("decoder_sparse_step").unwrap_or(1).max(1);
+        let mlp_only = cfg.opt_u64_list("mlp_only_layers").unwrap_or_default();
+        let dense_layers = (0..dims.layers).filter(|i| mlp_only.contains(i) || (i + 1) % step != 0).collect();
+        Some(Moe { experts, active, shared: 0, dense_layers })
+    } else {
+        None
+    };
+    let mut shapes = dims.base_shapes();
+    shapes.extend(dims.qkv_shapes());
+    if let Some(moe) = &moe {
+        shapes.push(ShapeRule { pattern: "model.layers.N.mlp.gate.weight", dim: 0, value: moe.experts, keys: "num_experts" });
+    }
+    Some(Normalized { architecture: dims.architecture(model_type, "qwen", attention, moe), shapes })
+}

@@ -1,0 +1,176 @@
+//! The findings catalogue: every code the planner can emit, with its severity and what it
+//! means. **Invariant:** codes are stable strings; tests and users match on them, never on
+//! message text. A new code is added here, once, with its documentation.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// The verdict cannot be trusted: `admissible` is false.
+    Blocking,
+    /// Worth a look; the figures still hold.
+    Warning,
+    /// For the record.
+    Info,
+}
+
+macro_rules! catalogue {
+    ($( $(#[doc = $doc:literal])* $variant:ident => ($code:literal, $severity:ident), )*) => {
+        /// A finding's code. See [`Code::as_str`] for the stable string and the variant docs
+        /// (also in `docs/findings.md`) for what each means and what to do about it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum Code { $( $(#[doc = $doc])* $variant, )* }
+
+        impl Code {
+            pub const ALL: &'static [Code] = &[$(Code::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $code,)* }
+            }
+
+            pub fn severity(self) -> Severity {
+                match self { $(Code::$variant => Severity::$severity,)* }
+            }
+
+            /// What the code means, from its documentation.
+            pub fn meaning(self) -> &'static str {
+                match self { $(Code::$variant => concat!($($doc, "\n"),*).trim_ascii(),)* }
+            }
+        }
+    };
+}
+
+catalogue! {
+    /// The checkpoint has no config.json, so its architecture cannot be known.
+    /// Provide the directory holding config.json, not a lone weights file.
+    ConfigMissing => ("config.missing", Blocking),
+    /// config.json has a key the planner has not graded. An unknown key may change what the
+    /// model computes or how much memory it needs, so the verdict fails closed.
+    ConfigUnknownKey => ("config.unknown_key", Blocking),
+    /// A key the planner needs is absent from config.json.
+    ConfigMissingKey => ("config.missing_key", Blocking),
+    /// A key has a value of the wrong type or out of range (e.g. zero heads).
+    ConfigInvalidValue => ("config.invalid_value", Blocking),
+    /// A key has a value the planner recognises but does not model (e.g. an unknown
+    /// quantization method or layer type).
+    ConfigUnsupportedValue => ("config.unsupported_value", Blocking),
+    /// config.json and the tensors disagree about a shape (e.g. `vocab_size` vs the
+    /// embedding's rows, `num_key_value_heads × head_dim` vs k_proj's rows).
+    ConfigShapeMismatch => ("config.shape_mismatch", Blocking),
+    /// The layers present in the tensors are not the layers config.json declares.
+    ConfigLayerCountMismatch => ("config.layer_count_mismatch", Blocking),
+    /// `model_type` names an architecture the planner does not know. It is refused, never
+    /// approximated from a look-alike.
+    ArchitectureUnknown => ("architecture.unknown", Blocking),
+    /// A group of tensors the planner cannot place in any component of the architecture.
+    TensorUnplaced => ("tensor.unplaced", Blocking),
+    /// A tensor the architecture requires is absent (e.g. no embedding, or no lm_head while
+    /// embeddings are untied).
+    TensorMissing => ("tensor.missing", Blocking),
+    /// The same tensor name appears twice (in one header or across shards).
+    TensorDuplicate => ("tensor.duplicate", Blocking),
+    /// A tensor's dtype is not one the planner knows the width of.
+    DtypeUnknown => ("dtype.unknown", Blocking),
+    /// A header's data offsets overlap, leave gaps, run backwards or are misaligned.
+    HeaderOffsetsInvalid => ("header.offsets_invalid", Blocking),
+    /// A tensor's byte range is not its elements × dtype width.
+    HeaderSizeMismatch => ("header.size_mismatch", Blocking),
+    /// The data a header declares does not match the file's size (runs past it, or leaves
+    /// bytes unaccounted for).
+    HeaderBeyondFile => ("header.beyond_file", Blocking),
+    /// The shard index names a tensor that no shard's header contains.
+    IndexMissingTensor => ("index.missing_tensor", Blocking),
+    /// A shard header contains a tensor the index does not list; loaders that follow the
+    /// index will never load it.
+    IndexUnlistedTensor => ("index.unlisted_tensor", Warning),
+    /// The index places a tensor in a different shard than the one holding it.
+    IndexWrongShard => ("index.wrong_shard", Blocking),
+    /// The index names a shard file that is not there.
+    IndexMissingShard => ("index.missing_shard", Blocking),
+    /// `metadata.total_size` differs from the sum of the shards' data sections.
+    IndexTotalSizeMismatch => ("index.total_size_mismatch", Warning),
+    /// A split GGUF declares a part that is not there, or parts disagree.
+    GgufMissingPart => ("gguf.missing_part", Blocking),
+    /// A GGUF key in the architecture's namespace the planner has not graded.
+    GgufUnknownKey => ("gguf.unknown_key", Blocking),
+    /// A GGUF key the planner needs is absent or has the wrong type.
+    GgufMissingKey => ("gguf.missing_key", Blocking),
+    /// A quantized tensor's element count is not a whole number of blocks.
+    GgufBlockMismatch => ("gguf.block_mismatch", Blocking),
+    /// `quantization_config.quant_method` names a method the planner does not know.
+    QuantizationUnknown => ("quantization.unknown", Blocking),
+    /// A quantized tensor lacks its scales, or scales appear without their tensor.
+    QuantizationLayoutInvalid => ("quantization.layout_invalid", Blocking),
+    /// `tie_word_embeddings` is set but the checkpoint stores lm_head anyway; it is
+    /// counted once.
+    WeightsTiedStored => ("weights.tied_stored", Info),
+    /// Multi-token-prediction layers are present; they are counted under `mtp` and left out
+    /// of `active_per_token`.
+    MtpLayersPresent => ("mtp.present", Info),
+    /// Stored tensors that are buffers, not parameters (e.g. DeepSeek's
+    /// `e_score_correction_bias`); counted in raw elements and bytes, not in parameters.
+    TensorBuffersExcluded => ("tensor.buffers_excluded", Info),
+}
+
+/// One thing the planner noticed about an artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Stable within a verdict: `<artifact index>.<n>`.
+    pub id: String,
+    pub code: String,
+    pub severity: Severity,
+    /// What the finding is about: a config key, a tensor (group), a file.
+    pub subject: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed: Option<serde_json::Value>,
+    pub detail: String,
+}
+
+/// Collects findings for one artifact; ids are assigned when the artifact is finished.
+#[derive(Debug, Default)]
+pub struct Findings(Vec<Finding>);
+
+impl Findings {
+    pub fn push(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) -> &mut Finding {
+        self.0.push(Finding {
+            id: String::new(),
+            code: code.as_str().to_owned(),
+            severity: code.severity(),
+            subject: subject.into(),
+            declared: None,
+            observed: None,
+            detail: detail.into(),
+        });
+        self.0.last_mut().expect("just pushed")
+    }
+
+    /// A config/tensor disagreement with both sides recorded.
+    pub fn mismatch(
+        &mut self,
+        code: Code,
+        subject: impl Into<String>,
+        declared: impl Into<serde_json::Value>,
+        observed: impl Into<serde_json::Value>,
+        detail: impl Into<String>,
+    ) {
+        let finding = self.push(code, subject, detail);
+        finding.declared = Some(declared.into());
+        finding.observed = Some(observed.into());
+    }
+
+    pub fn has(&self, code: Code) -> bool {
+        self.0.iter().any(|f| f.code == code.as_str())
+    }
+
+    /// Blocking first, then warnings, then info; ids in that order.
+    pub fn finish(mut self, artifact: usize) -> Vec<Finding> {
+        self.0.sort_by_key(|f| f.severity);
+        for (n, f) in self.0.iter_mut().enumerate() {
+            f.id = format!("{artifact}.{n}");
+        }
+        self.0
+    }
+}

@@ -1,0 +1,153 @@
+//! Quantization: recognising the method from `quantization_config`, and the role each stored
+//! tensor plays in it (a parameter, possibly packed; or a scale that is not a parameter).
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+use crate::findings::{Code, Findings};
+use crate::verdict::Quantization;
+
+/// What a stored tensor is, for parameter accounting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Parameters: `factor` logical values per stored element (2 for a byte of two 4-bit
+    /// values), counted under `dtype` (the stored dtype when `None`).
+    Param { factor: u64, dtype: Option<&'static str> },
+    /// Quantization metadata (scales, zero points, group indices): bytes, not parameters.
+    Scale,
+}
+
+/// Suffixes of quantization metadata tensors, each with the suffix of the tensor it scales
+/// (when the planner checks that it exists).
+const SCALE_SUFFIXES: &[(&str, Option<&str>)] = &[
+    (".weight_scale_inv", Some(".weight")),
+    ("_scales", Some("_blocks")),
+    (".weight_scale", None),
+    (".input_scale", None),
+    (".output_scale", None),
+    (".k_scale", None),
+    (".v_scale", None),
+    (".weight_zero_point", None),
+    (".weight_g_idx", None),
+    (".weight_shape", None),
+    (".weight_global_scale", None),
+    (".input_global_scale", None),
+    (".qzeros", None),
+    (".scales", None),
+    (".g_idx", None),
+    (".SCB", None),
+    (".weight_format", None),
+    (".weight.absmax", None),
+    (".weight.quant_map", None),
+    (".weight.nested_absmax", None),
+    (".weight.nested_quant_map", None),
+];
+
+/// The recognised method and what the planner needs from it.
+#[derive(Debug, Clone)]
+pub struct Method {
+    pub summary: Quantization,
+    /// bitsandbytes 4-bit stores `.weight` as U8 holding two values a byte.
+    bnb_4bit: bool,
+}
+
+/// Read `quantization_config`. An unknown method is a blocking finding (`None`).
+pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
+    let method = config.get("quant_method").and_then(Value::as_str).unwrap_or("");
+    let u = |key: &str| config.get(key).and_then(Value::as_u64);
+    let (layout, bits, bnb_4bit) = match method {
+        "fp8" => {
+            let block = config.get("weight_block_size").and_then(Value::as_array).map(|b| {
+                b.iter().map(|v| v.as_u64().map_or("?".into(), |n| n.to_string())).collect::<Vec<_>>().join("×")
+            });
+            let layout = match block {
+                Some(block) => format!("F8_E4M3 weights, F32 weight_scale_inv per {block} block"),
+                None => "F8_E4M3 weights, per-tensor scales".to_owned(),
+            };
+            (layout, Some(8), false)
+        }
+        "fbgemm_fp8" => ("F8_E4M3 weights, per-row weight_scale".to_owned(), Some(8), false),
+        "mxfp4" => ("MXFP4: 32 values a block in 16 U8 bytes (_blocks) + one U8 E8M0 scale a block (_scales)".to_owned(), Some(4), false),
+        "gptq" | "awq" => {
+            let bits = u("bits").or_else(|| u("w_bit")).unwrap_or(4);
+            let group = u("group_size").or_else(|| u("q_group_size"));
+            let group = group.map_or_else(String::new, |g| format!(", group size {g}"));
+            (format!("INT{bits} packed in I32 qweight, qzeros and scales per group{group}"), Some(bits), false)
+        }
+        "bitsandbytes" => {
+            let four = config.get("load_in_4bit").and_then(Value::as_bool).unwrap_or(false);
+            let kind = config.get("bnb_4bit_quant_type").and_then(Value::as_str).unwrap_or("nf4").to_uppercase();
+            if four {
+                (format!("{kind}: two values a U8 byte, absmax and quant_map per block"), Some(4), true)
+            } else {
+                ("LLM.int8: I8 weights with per-row SCB".to_owned(), Some(8), false)
+            }
+        }
+        "compressed-tensors" => {
+            let format = config.get("format").and_then(Value::as_str).unwrap_or("unspecified");
+            let bits = config
+                .get("config_groups")
+                .and_then(Value::as_object)
+                .and_then(|groups| groups.values().find_map(|g| g.pointer("/weights/num_bits").and_then(Value::as_u64)));
+            (format!("compressed-tensors, format {format}"), bits, false)
+        }
+        _ => {
+            let finding = findings.push(
+                Code::QuantizationUnknown,
+                "config.quantization_config.quant_method",
+                "the planner does not know how this method stores weights, so it cannot count them",
+            );
+            finding.observed = config.get("quant_method").cloned();
+            return None;
+        }
+    };
+    Some(Method { summary: Quantization { method: method.to_owned(), layout, bits }, bnb_4bit })
+}
+
+impl Method {
+    fn packed_factor(&self, stored_bits: u64) -> u64 {
+        match self.summary.bits {
+            Some(bits) if bits > 0 && stored_bits % bits == 0 => stored_bits / bits,
+            _ => 1,
+        }
+    }
+}
+
+/// The tensor's role, and the name of the parameter it stands for (a `_blocks` tensor stands
+/// for the weight it packs).
+pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n, str>, Role) {
+    if SCALE_SUFFIXES.iter().any(|(suffix, _)| name.ends_with(suffix)) || name.contains(".weight.quant_state.") {
+        return (Cow::Borrowed(name), Role::Scale);
+    }
+    if let Some(base) = name.strip_suffix("_blocks") {
+        return (Cow::Borrowed(base), Role::Param { factor: 2, dtype: Some("MXFP4") });
+    }
+    let stored_bits = preflight_formats::safetensors::dtype_bits(dtype).unwrap_or(0);
+    for packed in [".qweight", ".weight_packed"] {
+        if let Some(stem) = name.strip_suffix(packed) {
+            let factor = method.map_or(1, |m| m.packed_factor(stored_bits));
+            let dtype = match factor {
+                8 => "INT4",
+                4 => "INT8",
+                _ => "INT",
+            };
+            return (Cow::Owned(format!("{stem}.weight")), Role::Param { factor, dtype: Some(dtype) });
+        }
+    }
+    if let Some(m) = method
+        && m.bnb_4bit
+        && dtype == "U8"
+        && name.ends_with(".weight")
+    {
+        return (Cow::Borrowed(name), Role::Param { factor: 2, dtype: Some("NF4") });
+    }
+    (Cow::Borrowed(name), Role::Param { factor: 1, dtype: None })
+}
+
+/// For a scale whose parameter must exist, the parameter's name.
+pub fn scaled_tensor(name: &str) -> Option<String> {
+    SCALE_SUFFIXES
+        .iter()
+        .find_map(|(suffix, base)| Some(format!("{}{}", name.strip_suffix(suffix)?, (*base)?)))
+}

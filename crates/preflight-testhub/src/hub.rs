@@ -1,0 +1,227 @@
+//! The Hub origin: `/{org}/{name}/resolve|raw/{rev}/{path}` and `/api/models/…`.
+//!
+//! Paths are parsed by hand, segment by segment, because a revision may arrive either
+//! percent-encoded in one segment (`refs%2Fpr%2F1`, what `huggingface_hub` sends) or as
+//! the three segments `refs/pr/1`; a router pattern can't express both.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri, header};
+use percent_encoding::percent_decode_str;
+
+use crate::Shared;
+use crate::content::{self, Source};
+use crate::error::HubError;
+use crate::faults::Origin;
+use crate::log::Call;
+use crate::store::{self, Commit, Repo};
+
+pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response<Body> {
+    let call = Call::new(shared, Origin::Hub, &req);
+    // Only the URI is needed past this point; the body (not `Sync`) must not be held over awaits.
+    let uri = req.uri().clone();
+    drop(req);
+    let resp = match call.before().await {
+        Some(resp) => resp,
+        None => route(&call, &uri)
+            .await
+            .unwrap_or_else(HubError::into_response),
+    };
+    call.finish(resp)
+}
+
+async fn route(call: &Call, uri: &Uri) -> Result<Response<Body>, HubError> {
+    let segments = decode_segments(uri.path())?;
+    let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+    let query = uri.query().unwrap_or("");
+    match segments.as_slice() {
+        ["api", "models", org, name, rest @ ..] => {
+            crate::api::models(call, &format!("{org}/{name}"), rest, query).await
+        }
+        [org, name, kind @ ("resolve" | "raw"), rest @ ..] => {
+            file(call, &format!("{org}/{name}"), *kind == "raw", rest).await
+        }
+        _ => Err(HubError::NoRoute),
+    }
+}
+
+/// `GET|HEAD /{repo}/resolve|raw/{rev}/{path}`.
+async fn file(
+    call: &Call,
+    repo_id: &str,
+    raw: bool,
+    rest: &[&str],
+) -> Result<Response<Body>, HubError> {
+    if call.method != Method::GET && call.method != Method::HEAD {
+        return Err(HubError::MethodNotAllowed);
+    }
+    let repo = open_repo(call, repo_id, Need::Content)?;
+    let (rev, path) = split_revision(rest).ok_or(HubError::NoRoute)?;
+    let commit = resolve_revision(call, repo, &rev)?;
+    let path = path.join("/");
+    let entry = commit.file(&path).ok_or_else(|| HubError::EntryNotFound {
+        commit: commit.sha.clone(),
+    })?;
+    let hashes = store::hashes_of(&commit, &path).await?;
+
+    let mut headers = HeaderMap::new();
+    insert(&mut headers, "x-repo-commit", &commit.sha);
+    insert(&mut headers, "etag", &format!("\"{}\"", hashes.oid));
+    match (&hashes.sha256, &hashes.pointer) {
+        (Some(sha256), Some(_)) if !raw => {
+            // Large files live on the CDN: answer with where to get them and what they are.
+            let location = crate::cdn::signed_url(&call.shared, repo_id, &commit.sha, &path);
+            insert(&mut headers, "location", &location);
+            insert(&mut headers, "x-linked-etag", &format!("\"{sha256}\""));
+            insert(&mut headers, "x-linked-size", &entry.size.to_string());
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            let mut resp = Response::new(Body::empty());
+            *resp.status_mut() = StatusCode::FOUND;
+            *resp.headers_mut() = headers;
+            Ok(resp)
+        }
+        (_, Some(pointer)) => {
+            // `/raw/` serves the git blob, which for an LFS file is its pointer.
+            let pointer = bytes::Bytes::from(pointer.clone());
+            let total = pointer.len() as u64;
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            content::respond(call, Source::Memory(pointer), total, headers).await
+        }
+        (_, None) => {
+            headers.insert(header::CONTENT_TYPE, content_type(&path));
+            let source = Source::Disk {
+                path: entry.disk.clone(),
+                stored: entry.stored,
+            };
+            content::respond(call, source, entry.size, headers).await
+        }
+    }
+}
+
+fn content_type(path: &str) -> HeaderValue {
+    match path.rsplit_once('.').map(|(_, ext)| ext) {
+        Some("json") => HeaderValue::from_static("application/json"),
+        Some("md" | "txt" | "py" | "jinja") => HeaderValue::from_static("text/plain; charset=utf-8"),
+        _ => HeaderValue::from_static("application/octet-stream"),
+    }
+}
+
+/// Who is asking, judged from `Authorization` alone.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    Anonymous,
+    /// A token the hub was started with: sees every repo, gated or private.
+    Granted,
+    /// Any other bearer token: a real account that was never granted anything.
+    NoGrant,
+}
+
+pub(crate) fn caller(call: &Call) -> Result<Caller, HubError> {
+    let Some(value) = call.headers.get(header::AUTHORIZATION) else {
+        return Ok(Caller::Anonymous);
+    };
+    let value = value.to_str().map_err(|_| HubError::InvalidCredentials)?;
+    let (scheme, token) = value
+        .trim()
+        .split_once(' ')
+        .ok_or(HubError::InvalidCredentials)?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return Err(HubError::InvalidCredentials);
+    }
+    Ok(if call.shared.tokens.iter().any(|t| t == token) {
+        Caller::Granted
+    } else {
+        Caller::NoGrant
+    })
+}
+
+/// Metadata (model info, tree) of a gated repo is public on the Hub; its files are not.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    Metadata,
+    Content,
+}
+
+pub(crate) fn open_repo<'a>(call: &'a Call, id: &str, need: Need) -> Result<&'a Repo, HubError> {
+    let caller = caller(call)?;
+    let repo = call
+        .shared
+        .store
+        .repo(id)
+        .filter(|r| !r.private || caller == Caller::Granted)
+        .ok_or(HubError::RepoNotFound {
+            authenticated: caller != Caller::Anonymous,
+        })?;
+    if need == Need::Content && repo.gated.is_gated() {
+        match caller {
+            Caller::Anonymous => {
+                return Err(HubError::GatedAnonymous {
+                    repo: repo.id.clone(),
+                });
+            }
+            Caller::NoGrant => {
+                return Err(HubError::GatedNotGranted {
+                    repo: repo.id.clone(),
+                    endpoint: call.shared.hub_url.clone(),
+                });
+            }
+            Caller::Granted => {}
+        }
+    }
+    Ok(repo)
+}
+
+/// A branch or tag (as the live refs have it now), or a full commit id of this repo.
+pub(crate) fn resolve_revision(
+    call: &Call,
+    repo: &Repo,
+    rev: &str,
+) -> Result<Arc<Commit>, HubError> {
+    let sha = call
+        .shared
+        .ref_target(&repo.id, rev)
+        .unwrap_or_else(|| rev.to_owned());
+    repo.commits
+        .get(&sha)
+        .cloned()
+        .ok_or_else(|| HubError::RevisionNotFound {
+            rev: rev.to_owned(),
+        })
+}
+
+/// The revision and what follows it. `refs/pr/N` and `refs/convert/NAME` may come
+/// unencoded, as three segments.
+pub(crate) fn split_revision<'a, 'b>(rest: &'a [&'b str]) -> Option<(String, &'a [&'b str])> {
+    match rest {
+        ["refs", kind @ ("pr" | "convert"), name, tail @ ..] => {
+            Some((format!("refs/{kind}/{name}"), tail))
+        }
+        [rev, tail @ ..] => Some(((*rev).to_owned(), tail)),
+        [] => None,
+    }
+}
+
+/// Path segments, percent-decoded one by one (so `%2F` stays inside its segment).
+fn decode_segments(path: &str) -> Result<Vec<String>, HubError> {
+    path.trim_start_matches('/')
+        .split('/')
+        .map(|seg| {
+            percent_decode_str(seg)
+                .decode_utf8()
+                .map(|s| s.into_owned())
+                .map_err(|_| HubError::BadRequest("path is not valid percent-encoded UTF-8".into()))
+        })
+        .collect()
+}
+
+pub(crate) fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(name, value);
+    }
+}

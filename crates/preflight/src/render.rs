@@ -1,0 +1,164 @@
+//! The human-readable verdict: what a person checks first, first.
+
+use std::fmt::Write;
+
+use preflight_plan::{ArtifactVerdict, Attention, Severity, Verdict};
+
+/// `8190735360` → `8,190,735,360`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `8190735360` → `8.19B`.
+fn short(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.2}B", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.2}M", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
+        n => n.to_string(),
+    }
+}
+
+/// Bytes in GiB/MiB/KiB.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    for (unit, size) in UNITS {
+        if n >= size {
+            return format!("{:.2} {unit}", n as f64 / size as f64);
+        }
+    }
+    format!("{n} B")
+}
+
+pub fn verdict(v: &Verdict) -> String {
+    let mut out = String::new();
+    let state = if v.admissible { "ADMISSIBLE" } else { "NOT ADMISSIBLE" };
+    let _ = writeln!(
+        out,
+        "{state}: {} blocking, {} warnings, {} info  (planner {}, semantics {})",
+        v.summary.blocking, v.summary.warnings, v.summary.info, v.planner.version, v.planner.semantics_version
+    );
+    for (artifact, staging) in v.artifacts.iter().zip(&v.staging) {
+        out.push('\n');
+        artifact_block(&mut out, artifact);
+        let _ = writeln!(
+            out,
+            "  {:<14}{} files, {} requests, {} fetched ({} of headers)",
+            "staging",
+            staging.files,
+            staging.requests,
+            bytes(staging.bytes_fetched),
+            bytes(staging.header_bytes)
+        );
+    }
+    out
+}
+
+fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
+    let format = match a.format {
+        preflight_plan::Format::Safetensors => "safetensors",
+        preflight_plan::Format::Gguf => "gguf",
+    };
+    let commit = a.source.commit.as_deref().map(|c| format!(" @ {}", &c[..c.len().min(12)])).unwrap_or_default();
+    let _ = writeln!(out, "{}{commit}  [{format}]", a.name);
+    let row = |out: &mut String, label: &str, value: String| {
+        let _ = writeln!(out, "  {label:<14}{value}");
+    };
+    if let Some(arch) = &a.architecture {
+        row(
+            out,
+            "architecture",
+            format!(
+                "{} ({} family) · {} layers · hidden {} · {} heads / {} kv · head_dim {} · vocab {} · context {}",
+                arch.model_type,
+                arch.family,
+                arch.layers,
+                arch.hidden_size,
+                arch.heads,
+                arch.kv_heads,
+                arch.head_dim,
+                thousands(arch.vocab_size),
+                thousands(arch.context)
+            ),
+        );
+        row(out, "attention", attention_summary(&arch.attention));
+        if let Some(moe) = &arch.moe {
+            row(out, "moe", format!("{} experts, top-{}, {} shared, {} dense layers", moe.experts, moe.active, moe.shared, moe.dense_layers.len()));
+        }
+        if let Some(q) = &arch.quantization {
+            row(out, "quantization", format!("{}: {}", q.method, q.layout));
+        }
+        if arch.mtp_layers > 0 {
+            row(out, "mtp", format!("{} multi-token-prediction layer(s)", arch.mtp_layers));
+        }
+    }
+    let p = &a.parameters;
+    let active = p.active_per_token.filter(|n| *n != p.total).map(|n| format!(" · {} active per token ({})", thousands(n), short(n))).unwrap_or_default();
+    row(out, "parameters", format!("{} ({}){active}", thousands(p.total), short(p.total)));
+    let width = p.by_component.keys().map(String::len).max().unwrap_or(0);
+    for (component, n) in &p.by_component {
+        let share = if p.total > 0 { *n as f64 * 100.0 / p.total as f64 } else { 0.0 };
+        let _ = writeln!(out, "    {component:<width$}  {:>17}  {share:5.1}%", thousands(*n));
+    }
+    let dtypes = p.by_dtype.iter().map(|(d, n)| format!("{d} {}", thousands(*n))).collect::<Vec<_>>().join(" · ");
+    row(out, "by dtype", dtypes);
+    row(out, "weights", format!("{} as stored ({} bytes)", bytes(a.weights_bytes), thousands(a.weights_bytes)));
+    if a.findings.is_empty() {
+        row(out, "findings", "none".into());
+        return;
+    }
+    row(out, "findings", String::new());
+    for severity in [Severity::Blocking, Severity::Warning, Severity::Info] {
+        for f in a.findings.iter().filter(|f| f.severity == severity) {
+            let label = match severity {
+                Severity::Blocking => "BLOCKING",
+                Severity::Warning => "warning",
+                Severity::Info => "info",
+            };
+            let sides = match (&f.declared, &f.observed) {
+                (Some(d), Some(o)) => format!(" (declared {d}, observed {o})"),
+                (None, Some(o)) => format!(" (observed {o})"),
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "    {label:<9}{:<28}{}: {}{sides}", f.code, f.subject, f.detail);
+        }
+    }
+}
+
+/// `24 layers: 12 full, 12 sliding(128)` — runs collapsed so a 61-layer model stays one line.
+fn attention_summary(layers: &[Attention]) -> String {
+    let mut kinds: Vec<(String, usize)> = Vec::new();
+    for layer in layers {
+        let name = match layer {
+            Attention::Full => "full".to_owned(),
+            Attention::Sliding { window } => format!("sliding({window})"),
+            Attention::Mla { kv_lora_rank, qk_rope_head_dim } => format!("MLA(latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
+        };
+        match kinds.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((name, 1)),
+        }
+    }
+    kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(20914757184), "20,914,757,184");
+    }
+}

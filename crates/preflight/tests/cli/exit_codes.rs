@@ -1,0 +1,105 @@
+//! The CLI's contract: exit 0 admissible, 1 inadmissible, 2 bad usage or input, 3 unreadable;
+//! one clear line on stderr for failures; `--json` prints the verdict document.
+
+use std::fs;
+
+use serde_json::Value;
+
+use crate::support::{fixtures, preflight};
+
+fn tiny_llama_copy(dir: &std::path::Path) -> std::path::PathBuf {
+    let src = fixtures().join("local/tiny-llama");
+    let dest = dir.join("tiny-llama");
+    fs::create_dir_all(&dest).expect("mkdir");
+    for entry in fs::read_dir(&src).expect("dir") {
+        let path = entry.expect("entry").path();
+        fs::copy(&path, dest.join(path.file_name().expect("name"))).expect("copy");
+    }
+    dest
+}
+
+#[test]
+fn admissible_exits_zero_with_a_table() {
+    let out = preflight(&["plan", fixtures().join("local/tiny-llama").to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("ADMISSIBLE"), "{text}");
+    assert!(text.contains("158,016"), "{text}");
+}
+
+#[test]
+fn json_is_the_verdict_document() {
+    let out = preflight(&["plan", "--json", fixtures().join("local/tiny-llama-f32.gguf").to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["schema"], preflight_plan::SCHEMA);
+    assert_eq!(v["planner"]["semantics_version"], preflight_plan::SEMANTICS_VERSION);
+    assert_eq!(v["artifacts"][0]["format"], "gguf");
+    assert_eq!(v["admissible"], true);
+}
+
+#[test]
+fn unknown_config_key_is_inadmissible_exit_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = tiny_llama_copy(dir.path());
+    let config = copy.join("config.json");
+    let mut json: Value = serde_json::from_slice(&fs::read(&config).expect("read")).expect("json");
+    json["use_mystery_attention"] = Value::Bool(true);
+    fs::write(&config, serde_json::to_vec(&json).expect("ser")).expect("write");
+    let out = preflight(&["plan", "--json", copy.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["admissible"], false);
+    let finding = &v["artifacts"][0]["findings"][0];
+    assert_eq!(finding["code"], "config.unknown_key");
+    assert_eq!(finding["subject"], "config.use_mystery_attention");
+}
+
+#[test]
+fn unknown_architecture_is_refused_not_approximated() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = tiny_llama_copy(dir.path());
+    let config = copy.join("config.json");
+    let text = fs::read_to_string(&config).expect("read").replace("\"llama\"", "\"llama_next\"");
+    fs::write(&config, text).expect("write");
+    let out = preflight(&["plan", "--json", copy.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["artifacts"][0]["findings"][0]["code"], "architecture.unknown");
+    assert!(v["artifacts"][0]["architecture"].is_null());
+}
+
+#[test]
+fn corrupt_header_is_bad_input_exit_two() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("broken.safetensors");
+    // A length prefix of 2^63: refused before anything is allocated.
+    fs::write(&path, (1u64 << 63).to_le_bytes()).expect("write");
+    let out = preflight(&["plan", path.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("broken.safetensors") && err.contains("cap"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+}
+
+#[test]
+fn bad_spec_and_bad_usage_exit_two() {
+    assert_eq!(preflight(&["plan", "hf://not a repo"]).status.code(), Some(2));
+    assert_eq!(preflight(&["plan"]).status.code(), Some(2));
+    assert_eq!(preflight(&["frobnicate"]).status.code(), Some(2));
+}
+
+#[test]
+fn missing_path_is_unreadable_exit_three() {
+    let out = preflight(&["plan", "/nonexistent/checkpoint"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/checkpoint"));
+}
+
+#[test]
+fn a_directory_without_a_checkpoint_is_bad_input() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = preflight(&["plan", dir.path().to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a checkpoint"));
+}

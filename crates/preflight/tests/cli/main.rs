@@ -1,0 +1,6 @@
+//! Integration tests for the `preflight` binary and the stage → plan path it drives.
+//! One test binary, a module per area (as ripgrep does).
+
+mod exit_codes;
+mod fixtures;
+mod support;

@@ -1,0 +1,64 @@
+//! Test support: the bundled fixtures, materialised as real files of their full size.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+pub fn expected() -> BTreeMap<String, Value> {
+    let text = fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
+    serde_json::from_str(&text).expect("expected.json parses")
+}
+
+/// Every Hub fixture repo as `org/name`.
+pub fn hub_repos() -> Vec<String> {
+    let mut repos = Vec::new();
+    for org in fs::read_dir(fixtures().join("hub")).expect("hub dir") {
+        let org = org.expect("entry").path();
+        for repo in fs::read_dir(&org).expect("org dir") {
+            let repo = repo.expect("entry").path();
+            let name = |p: &Path| p.file_name().expect("name").to_string_lossy().into_owned();
+            repos.push(format!("{}/{}", name(&org), name(&repo)));
+        }
+    }
+    repos.sort();
+    repos
+}
+
+/// Copy a Hub fixture repo's main commit into `dest`, stubs as sparse files of their full
+/// size, so local staging sees what a download would have left on disk.
+pub fn materialize(repo: &str, dest: &Path) -> PathBuf {
+    let repo_dir = fixtures().join("hub").join(repo);
+    let refs: Value = serde_json::from_slice(&fs::read(repo_dir.join("refs.json")).expect("refs")).expect("refs json");
+    let commit_dir = repo_dir.join(refs["main"].as_str().expect("main ref"));
+    let stubs: BTreeMap<String, u64> = fs::read(commit_dir.join(".stubs.json"))
+        .map(|b| serde_json::from_slice(&b).expect("stubs json"))
+        .unwrap_or_default();
+    let out = dest.join(repo);
+    fs::create_dir_all(&out).expect("mkdir");
+    for entry in fs::read_dir(&commit_dir).expect("commit dir") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name").to_string_lossy().into_owned();
+        if name == ".stubs.json" {
+            continue;
+        }
+        let target = out.join(&name);
+        fs::copy(&path, &target).expect("copy");
+        if let Some(size) = stubs.get(&name) {
+            let file = fs::OpenOptions::new().write(true).open(&target).expect("open");
+            file.set_len(*size).expect("sparse extend");
+        }
+    }
+    out
+}
+
+/// Run the built `preflight` binary.
+pub fn preflight(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_preflight")).args(args).output().expect("run preflight")
+}
