@@ -110,14 +110,20 @@ impl<'a> ConfigReader<'a> {
     fn invalid(&mut self, key: &str, want: &str) {
         let subject = self.subject(key);
         let found = self.map.get(key).cloned();
-        let finding = self.findings.push(Code::ConfigInvalidValue, subject, format!("expected {want}"));
+        let finding = self
+            .findings
+            .push(Code::ConfigInvalidValue, subject, format!("expected {want}"));
         finding.observed = found;
     }
 
     /// An optional non-negative integer; an ill-typed value is a finding and reads as absent.
     pub fn opt_u64(&mut self, key: &str) -> Option<u64> {
         let v = self.value(key)?;
-        match v.as_u64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 2f64.powi(53)).map(|f| f as u64)) {
+        match v.as_u64().or_else(|| {
+            v.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 2f64.powi(53))
+                .map(|f| f as u64)
+        }) {
             Some(n) => Some(n),
             None => {
                 self.invalid(key, "a non-negative integer");
@@ -130,7 +136,11 @@ impl<'a> ConfigReader<'a> {
     pub fn u64(&mut self, key: &str) -> Option<u64> {
         if self.value(key).is_none() {
             let subject = self.subject(key);
-            self.findings.push(Code::ConfigMissingKey, subject, format!("`{key}` is required for this architecture"));
+            self.findings.push(
+                Code::ConfigMissingKey,
+                subject,
+                format!("`{key}` is required for this architecture"),
+            );
             return None;
         }
         match self.opt_u64(key)? {
@@ -189,7 +199,9 @@ impl<'a> ConfigReader<'a> {
     /// An optional array of strings.
     pub fn opt_str_list(&mut self, key: &str) -> Option<Vec<&'a str>> {
         let v = self.value(key)?;
-        let list = v.as_array().and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<_>>>());
+        let list = v
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_str).collect::<Option<Vec<_>>>());
         if list.is_none() {
             self.invalid(key, "an array of strings");
         }
@@ -199,7 +211,9 @@ impl<'a> ConfigReader<'a> {
     /// An optional array of non-negative integers.
     pub fn opt_u64_list(&mut self, key: &str) -> Option<Vec<u64>> {
         let v = self.value(key)?;
-        let list = v.as_array().and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<_>>>());
+        let list = v
+            .as_array()
+            .and_then(|a| a.iter().map(Value::as_u64).collect::<Option<Vec<_>>>());
         if list.is_none() {
             self.invalid(key, "an array of non-negative integers");
         }

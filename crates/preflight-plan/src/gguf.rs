@@ -96,16 +96,31 @@ const TENSORS: &[(&str, Component)] = &[
     ("output.weight", Component::LmHead),
     ("output_norm.{weight,bias}", Component::Norm),
     ("rope_freqs.weight", Component::Buffer),
-    ("blk.N.{attn_norm,attn_q_norm,attn_k_norm,ffn_norm,post_attention_norm,post_ffw_norm,attn_post_norm,ffn_post_norm,attn_q_a_norm,attn_kv_a_norm}.{weight,bias}", Component::Norm),
-    ("blk.N.{attn_q,attn_k,attn_v,attn_output,attn_qkv,attn_q_a,attn_q_b,attn_kv_a_mqa,attn_kv_b,attn_k_b,attn_v_b}.{weight,bias}", Component::Attention),
+    (
+        "blk.N.{attn_norm,attn_q_norm,attn_k_norm,ffn_norm,post_attention_norm,post_ffw_norm,attn_post_norm,ffn_post_norm,attn_q_a_norm,attn_kv_a_norm}.{weight,bias}",
+        Component::Norm,
+    ),
+    (
+        "blk.N.{attn_q,attn_k,attn_v,attn_output,attn_qkv,attn_q_a,attn_q_b,attn_kv_a_mqa,attn_kv_b,attn_k_b,attn_v_b}.{weight,bias}",
+        Component::Attention,
+    ),
     ("blk.N.attn_sinks.weight", Component::Attention),
     ("blk.N.attn_sinks", Component::Attention),
     ("blk.N.{ffn_gate,ffn_up,ffn_down}.{weight,bias}", Component::Mlp),
     ("blk.N.ffn_gate_inp.{weight,bias}", Component::Router),
-    ("blk.N.{ffn_gate_exps,ffn_up_exps,ffn_down_exps,ffn_gate_up_exps}.{weight,bias}", Component::Experts),
-    ("blk.N.{ffn_gate_shexp,ffn_up_shexp,ffn_down_shexp,ffn_gate_inp_shexp}.{weight,bias}", Component::SharedExperts),
+    (
+        "blk.N.{ffn_gate_exps,ffn_up_exps,ffn_down_exps,ffn_gate_up_exps}.{weight,bias}",
+        Component::Experts,
+    ),
+    (
+        "blk.N.{ffn_gate_shexp,ffn_up_shexp,ffn_down_shexp,ffn_gate_inp_shexp}.{weight,bias}",
+        Component::SharedExperts,
+    ),
     ("blk.N.exp_probs_b.bias", Component::Buffer),
-    ("blk.N.nextn.{eh_proj,embed_tokens,enorm,hnorm,shared_head_head,shared_head_norm}.weight", Component::Mtp),
+    (
+        "blk.N.nextn.{eh_proj,embed_tokens,enorm,hnorm,shared_head_head,shared_head_norm}.weight",
+        Component::Mtp,
+    ),
 ];
 
 pub struct Planned {
@@ -117,18 +132,33 @@ pub struct Planned {
 
 pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> Planned {
     for part in missing {
-        findings.push(Code::GgufMissingPart, part.clone(), "this split GGUF part is declared but not there");
+        findings.push(
+            Code::GgufMissingPart,
+            part.clone(),
+            "this split GGUF part is declared but not there",
+        );
     }
     for part in parts {
         issue_findings(part, findings);
     }
     let Some(first) = parts.first() else {
-        return Planned { architecture: None, parameters: Parameters::default(), weights_bytes: 0, tensor_elements_by_dtype: BTreeMap::new() };
+        return Planned {
+            architecture: None,
+            parameters: Parameters::default(),
+            weights_bytes: 0,
+            tensor_elements_by_dtype: BTreeMap::new(),
+        };
     };
     if let Some(count) = uint(&first.header.kv, "split.count")
         && count != (parts.len() + missing.len()) as u64
     {
-        findings.mismatch(Code::GgufMissingPart, format!("{}:split.count", first.name), count, parts.len(), "split.count disagrees with the parts found");
+        findings.mismatch(
+            Code::GgufMissingPart,
+            format!("{}:split.count", first.name),
+            count,
+            parts.len(),
+            "split.count disagrees with the parts found",
+        );
     }
     let architecture = architecture(&first.header.kv, findings);
     let mut elements_by_type: BTreeMap<String, u64> = BTreeMap::new();
@@ -141,7 +171,11 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     for part in parts {
         for tensor in &part.header.tensors {
             if !seen.insert(tensor.name.as_str()) {
-                findings.push(Code::TensorDuplicate, tensor.name.clone(), format!("appears again in {}", part.name));
+                findings.push(
+                    Code::TensorDuplicate,
+                    tensor.name.clone(),
+                    format!("appears again in {}", part.name),
+                );
             }
             let elements = tensor.elements();
             let ty = gguf::ggml_type(tensor.ggml_type);
@@ -149,7 +183,10 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             let sum = |total: &mut u64, n: u64| *total = total.saturating_add(n);
             sum(elements_by_type.entry(type_name.clone()).or_default(), elements);
             if let Some(t) = ty {
-                sum(&mut weights_bytes, (elements / t.block_elements).saturating_mul(t.block_bytes));
+                sum(
+                    &mut weights_bytes,
+                    (elements / t.block_elements).saturating_mul(t.block_bytes),
+                );
             }
             let (normalized, layer) = normalize(&tensor.name);
             let Some((_, component)) = TENSORS.iter().find(|(p, _)| pattern_matches(p, &normalized)) else {
@@ -171,7 +208,11 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
         }
     }
     for (pattern, count) in unplaced {
-        let finding = findings.push(Code::TensorUnplaced, pattern.clone(), format!("{count} tensor(s) named like `{pattern}` belong to no component llama.cpp defines"));
+        let finding = findings.push(
+            Code::TensorUnplaced,
+            pattern.clone(),
+            format!("{count} tensor(s) named like `{pattern}` belong to no component llama.cpp defines"),
+        );
         finding.observed = Some(count.into());
     }
     let total = by_component.values().fold(0u64, |acc, n| acc.saturating_add(*n));
@@ -180,21 +221,39 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
         let declared = arch.layers + arch.mtp_layers;
         let contiguous = layers.iter().enumerate().all(|(i, l)| i as u64 == *l);
         if !contiguous || layers.len() as u64 != declared {
-            findings.mismatch(Code::ConfigLayerCountMismatch, "block_count", declared, layers.len(), "the blocks present are not the blocks the header declares");
+            findings.mismatch(
+                Code::ConfigLayerCountMismatch,
+                "block_count",
+                declared,
+                layers.len(),
+                "the blocks present are not the blocks the header declares",
+            );
         }
-        arch.quantization = Some(Quantization { method: "gguf".into(), layout: type_mix(&first.header.kv, &elements_by_type), bits: None });
+        arch.quantization = Some(Quantization {
+            method: "gguf".into(),
+            layout: type_mix(&first.header.kv, &elements_by_type),
+            bits: None,
+        });
     }
     let mtp = by_component.get("mtp").copied().unwrap_or(0);
     let active_per_token = architecture.as_ref().map(|arch| {
         let experts = by_component.get("experts").copied().unwrap_or(0);
         match &arch.moe {
-            Some(moe) if moe.experts > 0 => total.saturating_sub(mtp).saturating_sub(experts).saturating_add(experts / moe.experts * moe.active.min(moe.experts)),
+            Some(moe) if moe.experts > 0 => total
+                .saturating_sub(mtp)
+                .saturating_sub(experts)
+                .saturating_add(experts / moe.experts * moe.active.min(moe.experts)),
             _ => total.saturating_sub(mtp),
         }
     });
     Planned {
         architecture,
-        parameters: Parameters { total, by_dtype, by_component, active_per_token },
+        parameters: Parameters {
+            total,
+            by_dtype,
+            by_component,
+            active_per_token,
+        },
         weights_bytes,
         tensor_elements_by_dtype: elements_by_type,
     }
@@ -205,7 +264,11 @@ fn issue_findings(part: &GgufFile, findings: &mut Findings) {
         let subject = |t: &str| format!("{}:{t}", part.name);
         match issue {
             HeaderIssue::UnknownType { tensor, ggml_type } => {
-                findings.push(Code::DtypeUnknown, subject(tensor), format!("ggml type {ggml_type} is unknown"));
+                findings.push(
+                    Code::DtypeUnknown,
+                    subject(tensor),
+                    format!("ggml type {ggml_type} is unknown"),
+                );
             }
             HeaderIssue::BlockMismatch { tensor, detail } => {
                 findings.push(Code::GgufBlockMismatch, subject(tensor), detail.clone());
@@ -214,13 +277,23 @@ fn issue_findings(part: &GgufFile, findings: &mut Findings) {
                 findings.push(Code::HeaderOffsetsInvalid, subject(tensor), detail.clone());
             }
             HeaderIssue::ShapeOverflow { tensor } => {
-                findings.push(Code::HeaderSizeMismatch, subject(tensor), "the shape's size does not fit in 64 bits");
+                findings.push(
+                    Code::HeaderSizeMismatch,
+                    subject(tensor),
+                    "the shape's size does not fit in 64 bits",
+                );
             }
             HeaderIssue::DuplicateTensor { tensor } => {
                 findings.push(Code::TensorDuplicate, subject(tensor), "declared twice in one header");
             }
             HeaderIssue::BeyondFile { data_end, file_size } => {
-                findings.mismatch(Code::HeaderBeyondFile, part.name.clone(), *data_end, *file_size, "tensor data runs past the end of the file");
+                findings.mismatch(
+                    Code::HeaderBeyondFile,
+                    part.name.clone(),
+                    *data_end,
+                    *file_size,
+                    "tensor data runs past the end of the file",
+                );
             }
         }
     }
@@ -258,7 +331,10 @@ fn uint(kv: &BTreeMap<String, Value>, key: &str) -> Option<u64> {
 fn per_layer(kv: &BTreeMap<String, Value>, key: &str, layers: u64) -> Option<Vec<u64>> {
     match kv.get(key)? {
         Value::Array(values) => {
-            let values: Option<Vec<u64>> = values.iter().map(|v| uint(&BTreeMap::from([(String::new(), v.clone())]), "")).collect();
+            let values: Option<Vec<u64>> = values
+                .iter()
+                .map(|v| uint(&BTreeMap::from([(String::new(), v.clone())]), ""))
+                .collect();
             values.filter(|v| v.len() as u64 == layers)
         }
         _ => uint(kv, key).map(|n| vec![n; layers as usize]),
@@ -269,12 +345,20 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
     let arch_name = match kv.get("general.architecture") {
         Some(Value::String(s)) => s.as_str(),
         _ => {
-            findings.push(Code::GgufMissingKey, "general.architecture", "a GGUF must name its architecture");
+            findings.push(
+                Code::GgufMissingKey,
+                "general.architecture",
+                "a GGUF must name its architecture",
+            );
             return None;
         }
     };
     let Some((_, model_type, family)) = ARCHITECTURES.iter().find(|(a, _, _)| *a == arch_name) else {
-        let finding = findings.push(Code::ArchitectureUnknown, "general.architecture", format!("`{arch_name}` is not an architecture the planner knows; it is refused rather than approximated"));
+        let finding = findings.push(
+            Code::ArchitectureUnknown,
+            "general.architecture",
+            format!("`{arch_name}` is not an architecture the planner knows; it is refused rather than approximated"),
+        );
         finding.observed = Some(arch_name.into());
         return None;
     };
@@ -285,7 +369,11 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
             None => METADATA_NAMESPACES.iter().any(|ns| key.starts_with(ns)),
         };
         if !graded {
-            findings.push(Code::GgufUnknownKey, key.clone(), "not in the planner's GGUF key registry; it may change what the model computes");
+            findings.push(
+                Code::GgufUnknownKey,
+                key.clone(),
+                "not in the planner's GGUF key registry; it may change what the model computes",
+            );
         }
     }
     let mut required = |key: &str| {
@@ -301,12 +389,18 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
     let heads = required("attention.head_count");
     let context = required("context_length");
     if layers.is_some_and(|n| n > crate::config::MAX_LAYERS) {
-        findings.push(Code::GgufMissingKey, format!("{prefix}block_count"), format!("more than {} blocks is not a real model", crate::config::MAX_LAYERS));
+        findings.push(
+            Code::GgufMissingKey,
+            format!("{prefix}block_count"),
+            format!("more than {} blocks is not a real model", crate::config::MAX_LAYERS),
+        );
         return None;
     }
     let (layers, hidden, heads, context) = (layers?, hidden?, heads?, context?);
     let key = |k: &str| format!("{prefix}{k}");
-    let kv_heads = per_layer(kv, &key("attention.head_count_kv"), layers).and_then(|v| v.into_iter().max()).unwrap_or(heads);
+    let kv_heads = per_layer(kv, &key("attention.head_count_kv"), layers)
+        .and_then(|v| v.into_iter().max())
+        .unwrap_or(heads);
     let head_dim = uint(kv, &key("attention.key_length")).unwrap_or(hidden / heads);
     let vocab = uint(kv, &key("vocab_size")).or_else(|| match kv.get("tokenizer.ggml.tokens") {
         Some(Value::SkippedArray { len, .. }) => Some(*len),
@@ -314,14 +408,23 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
         _ => None,
     });
     let Some(vocab) = vocab else {
-        findings.push(Code::GgufMissingKey, key("vocab_size"), "neither the vocab size nor the token list is present");
+        findings.push(
+            Code::GgufMissingKey,
+            key("vocab_size"),
+            "neither the vocab size nor the token list is present",
+        );
         return None;
     };
     let window = uint(kv, &key("attention.sliding_window"));
     let attention = match (*model_type, uint(kv, &key("attention.kv_lora_rank")), window) {
         ("deepseek_v3", Some(kv_lora_rank), _) => {
             let rope = uint(kv, &key("rope.dimension_count")).unwrap_or(0);
-            (0..layers).map(|_| Attention::Mla { kv_lora_rank, qk_rope_head_dim: rope }).collect()
+            (0..layers)
+                .map(|_| Attention::Mla {
+                    kv_lora_rank,
+                    qk_rope_head_dim: rope,
+                })
+                .collect()
         }
         (_, _, Some(window)) if window > 0 => {
             let pattern = uint(kv, &key("attention.sliding_window_pattern")).unwrap_or(match *model_type {
@@ -330,7 +433,15 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
                 _ => 1,
             });
             // llama.cpp: layer il slides when il % pattern < pattern - 1 (pattern 1: all slide).
-            (0..layers).map(|i| if pattern <= 1 || i % pattern < pattern - 1 { Attention::Sliding { window } } else { Attention::Full }).collect()
+            (0..layers)
+                .map(|i| {
+                    if pattern <= 1 || i % pattern < pattern - 1 {
+                        Attention::Sliding { window }
+                    } else {
+                        Attention::Full
+                    }
+                })
+                .collect()
         }
         _ => (0..layers).map(|_| Attention::Full).collect(),
     };
@@ -356,7 +467,9 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
         attention,
         moe,
         quantization: None,
-        mtp_layers: uint(kv, &key("nextn_predict_layers")).unwrap_or(0).min(crate::config::MAX_LAYERS),
+        mtp_layers: uint(kv, &key("nextn_predict_layers"))
+            .unwrap_or(0)
+            .min(crate::config::MAX_LAYERS),
         tie_word_embeddings: false,
         dtype: None,
     })
@@ -367,7 +480,11 @@ fn type_mix(kv: &BTreeMap<String, Value>, elements: &BTreeMap<String, u64>) -> S
     let total: u64 = elements.values().sum::<u64>().max(1);
     let mut mix: Vec<_> = elements.iter().collect();
     mix.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
-    let mix = mix.iter().map(|(t, n)| format!("{t} {:.1}%", **n as f64 * 100.0 / total as f64)).collect::<Vec<_>>().join(", ");
+    let mix = mix
+        .iter()
+        .map(|(t, n)| format!("{t} {:.1}%", **n as f64 * 100.0 / total as f64))
+        .collect::<Vec<_>>()
+        .join(", ");
     match uint(kv, "general.file_type") {
         Some(ft) => format!("file type {ft}; {mix}"),
         None => mix,

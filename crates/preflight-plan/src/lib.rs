@@ -42,7 +42,10 @@ pub fn plan(facts: &[ArtifactFacts], _options: &PlanOptions) -> Verdict {
     }
     Verdict {
         schema: SCHEMA.to_owned(),
-        planner: PlannerVersion { version: env!("CARGO_PKG_VERSION").to_owned(), semantics_version: SEMANTICS_VERSION },
+        planner: PlannerVersion {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            semantics_version: SEMANTICS_VERSION,
+        },
         admissible: summary.blocking == 0,
         summary,
         staging: facts.iter().map(|f| f.staging.clone()).collect(),
@@ -53,13 +56,29 @@ pub fn plan(facts: &[ArtifactFacts], _options: &PlanOptions) -> Verdict {
 fn plan_artifact(index: usize, facts: &ArtifactFacts) -> ArtifactVerdict {
     let mut findings = findings::Findings::default();
     let (format, architecture, parameters, weights_bytes, tensor_elements_by_dtype) = match &facts.content {
-        Content::Safetensors { files, index, missing_files } => {
+        Content::Safetensors {
+            files,
+            index,
+            missing_files,
+        } => {
             let p = safetensors::plan(facts, files, index.as_ref(), missing_files, &mut findings);
-            (Format::Safetensors, p.architecture, p.parameters, p.weights_bytes, p.tensor_elements_by_dtype)
+            (
+                Format::Safetensors,
+                p.architecture,
+                p.parameters,
+                p.weights_bytes,
+                p.tensor_elements_by_dtype,
+            )
         }
         Content::Gguf { parts, missing_parts } => {
             let p = gguf::plan(parts, missing_parts, &mut findings);
-            (Format::Gguf, p.architecture, p.parameters, p.weights_bytes, p.tensor_elements_by_dtype)
+            (
+                Format::Gguf,
+                p.architecture,
+                p.parameters,
+                p.weights_bytes,
+                p.tensor_elements_by_dtype,
+            )
         }
     };
     ArtifactVerdict {
@@ -79,6 +98,13 @@ fn artifact_name(facts: &ArtifactFacts) -> String {
     match (&facts.source.repo, &facts.content) {
         (Some(repo), Content::Gguf { parts, .. }) if !parts.is_empty() => format!("{repo}/{}", parts[0].name),
         (Some(repo), _) => repo.clone(),
-        (None, _) => facts.source.spec.trim_end_matches('/').rsplit('/').next().unwrap_or(&facts.source.spec).to_owned(),
+        (None, _) => facts
+            .source
+            .spec
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(&facts.source.spec)
+            .to_owned(),
     }
 }

@@ -59,7 +59,10 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
     let (layout, bits, bnb_4bit) = match method {
         "fp8" => {
             let block = config.get("weight_block_size").and_then(Value::as_array).map(|b| {
-                b.iter().map(|v| v.as_u64().map_or("?".into(), |n| n.to_string())).collect::<Vec<_>>().join("×")
+                b.iter()
+                    .map(|v| v.as_u64().map_or("?".into(), |n| n.to_string()))
+                    .collect::<Vec<_>>()
+                    .join("×")
             });
             let layout = match block {
                 Some(block) => format!("F8_E4M3 weights, F32 weight_scale_inv per {block} block"),
@@ -68,18 +71,34 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
             (layout, Some(8), false)
         }
         "fbgemm_fp8" => ("F8_E4M3 weights, per-row weight_scale".to_owned(), Some(8), false),
-        "mxfp4" => ("MXFP4: 32 values a block in 16 U8 bytes (_blocks) + one U8 E8M0 scale a block (_scales)".to_owned(), Some(4), false),
+        "mxfp4" => (
+            "MXFP4: 32 values a block in 16 U8 bytes (_blocks) + one U8 E8M0 scale a block (_scales)".to_owned(),
+            Some(4),
+            false,
+        ),
         "gptq" | "awq" => {
             let bits = u("bits").or_else(|| u("w_bit")).unwrap_or(4);
             let group = u("group_size").or_else(|| u("q_group_size"));
             let group = group.map_or_else(String::new, |g| format!(", group size {g}"));
-            (format!("INT{bits} packed in I32 qweight, qzeros and scales per group{group}"), Some(bits), false)
+            (
+                format!("INT{bits} packed in I32 qweight, qzeros and scales per group{group}"),
+                Some(bits),
+                false,
+            )
         }
         "bitsandbytes" => {
             let four = config.get("load_in_4bit").and_then(Value::as_bool).unwrap_or(false);
-            let kind = config.get("bnb_4bit_quant_type").and_then(Value::as_str).unwrap_or("nf4").to_uppercase();
+            let kind = config
+                .get("bnb_4bit_quant_type")
+                .and_then(Value::as_str)
+                .unwrap_or("nf4")
+                .to_uppercase();
             if four {
-                (format!("{kind}: two values a U8 byte, absmax and quant_map per block"), Some(4), true)
+                (
+                    format!("{kind}: two values a U8 byte, absmax and quant_map per block"),
+                    Some(4),
+                    true,
+                )
             } else {
                 ("LLM.int8: I8 weights with per-row SCB".to_owned(), Some(8), false)
             }
@@ -89,7 +108,11 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
             let bits = config
                 .get("config_groups")
                 .and_then(Value::as_object)
-                .and_then(|groups| groups.values().find_map(|g| g.pointer("/weights/num_bits").and_then(Value::as_u64)));
+                .and_then(|groups| {
+                    groups
+                        .values()
+                        .find_map(|g| g.pointer("/weights/num_bits").and_then(Value::as_u64))
+                });
             (format!("compressed-tensors, format {format}"), bits, false)
         }
         _ => {
@@ -102,13 +125,20 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
             return None;
         }
     };
-    Some(Method { summary: Quantization { method: method.to_owned(), layout, bits }, bnb_4bit })
+    Some(Method {
+        summary: Quantization {
+            method: method.to_owned(),
+            layout,
+            bits,
+        },
+        bnb_4bit,
+    })
 }
 
 impl Method {
     fn packed_factor(&self, stored_bits: u64) -> u64 {
         match self.summary.bits {
-            Some(bits) if bits > 0 && stored_bits % bits == 0 => stored_bits / bits,
+            Some(bits) if bits > 0 && stored_bits.is_multiple_of(bits) => stored_bits / bits,
             _ => 1,
         }
     }
@@ -121,7 +151,13 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
         return (Cow::Borrowed(name), Role::Scale);
     }
     if let Some(base) = name.strip_suffix("_blocks") {
-        return (Cow::Borrowed(base), Role::Param { factor: 2, dtype: Some("MXFP4") });
+        return (
+            Cow::Borrowed(base),
+            Role::Param {
+                factor: 2,
+                dtype: Some("MXFP4"),
+            },
+        );
     }
     let stored_bits = preflight_formats::safetensors::dtype_bits(dtype).unwrap_or(0);
     for packed in [".qweight", ".weight_packed"] {
@@ -132,7 +168,13 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
                 4 => "INT8",
                 _ => "INT",
             };
-            return (Cow::Owned(format!("{stem}.weight")), Role::Param { factor, dtype: Some(dtype) });
+            return (
+                Cow::Owned(format!("{stem}.weight")),
+                Role::Param {
+                    factor,
+                    dtype: Some(dtype),
+                },
+            );
         }
     }
     if let Some(m) = method
@@ -140,7 +182,13 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
         && dtype == "U8"
         && name.ends_with(".weight")
     {
-        return (Cow::Borrowed(name), Role::Param { factor: 2, dtype: Some("NF4") });
+        return (
+            Cow::Borrowed(name),
+            Role::Param {
+                factor: 2,
+                dtype: Some("NF4"),
+            },
+        );
     }
     (Cow::Borrowed(name), Role::Param { factor: 1, dtype: None })
 }

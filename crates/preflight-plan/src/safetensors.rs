@@ -22,14 +22,27 @@ pub struct Planned {
     pub tensor_elements_by_dtype: BTreeMap<String, u64>,
 }
 
-pub fn plan(facts: &ArtifactFacts, files: &[SafetensorsFile], index: Option<&Index>, missing: &[String], findings: &mut Findings) -> Planned {
+pub fn plan(
+    facts: &ArtifactFacts,
+    files: &[SafetensorsFile],
+    index: Option<&Index>,
+    missing: &[String],
+    findings: &mut Findings,
+) -> Planned {
     header_findings(files, findings);
     if let Some(index) = index {
         index_findings(index, files, missing, findings);
     }
-    let normalized = facts.config.as_ref().and_then(|config| normalize_config(&config.raw, findings));
+    let normalized = facts
+        .config
+        .as_ref()
+        .and_then(|config| normalize_config(&config.raw, findings));
     if facts.config.is_none() {
-        findings.push(Code::ConfigMissing, "config.json", "no config.json beside the weights: parameters are counted, the architecture is unknown");
+        findings.push(
+            Code::ConfigMissing,
+            "config.json",
+            "no config.json beside the weights: parameters are counted, the architecture is unknown",
+        );
     }
     let (family, normalized, method) = match normalized {
         Some((family, normalized, method)) => (Some(family), Some(normalized), method),
@@ -45,18 +58,30 @@ pub fn plan(facts: &ArtifactFacts, files: &[SafetensorsFile], index: Option<&Ind
         tally.check_layers(arch, findings);
     }
     let parameters = tally.parameters(architecture.as_ref(), findings);
-    Planned { architecture, parameters, weights_bytes: tally.weights_bytes, tensor_elements_by_dtype: tally.elements_by_dtype }
+    Planned {
+        architecture,
+        parameters,
+        weights_bytes: tally.weights_bytes,
+        tensor_elements_by_dtype: tally.elements_by_dtype,
+    }
 }
 
 /// The family, its reading of the config, and the quantization method, or `None` with
 /// findings saying why. A multimodal wrapper's `text_config` is read as the model.
-fn normalize_config(raw: &serde_json::Map<String, Value>, findings: &mut Findings) -> Option<(&'static Family, Normalized, Option<quant::Method>)> {
+fn normalize_config(
+    raw: &serde_json::Map<String, Value>,
+    findings: &mut Findings,
+) -> Option<(&'static Family, Normalized, Option<quant::Method>)> {
     let (map, prefix) = match raw.get("text_config").and_then(Value::as_object) {
         Some(text) => (text, "text_config."),
         None => (raw, ""),
     };
     let Some(model_type) = map.get("model_type").and_then(Value::as_str) else {
-        findings.push(Code::ConfigMissingKey, format!("config.{prefix}model_type"), "model_type is required to know the architecture");
+        findings.push(
+            Code::ConfigMissingKey,
+            format!("config.{prefix}model_type"),
+            "model_type is required to know the architecture",
+        );
         return None;
     };
     let Some(family) = families::for_model_type(model_type) else {
@@ -73,7 +98,10 @@ fn normalize_config(raw: &serde_json::Map<String, Value>, findings: &mut Finding
         let mut outer = ConfigReader::new(raw, "", findings);
         outer.grade_keys(&[("text_config", crate::config::Grade::Consumed)], &[]);
     }
-    let method = match raw.get("quantization_config").or_else(|| map.get("quantization_config")) {
+    let method = match raw
+        .get("quantization_config")
+        .or_else(|| map.get("quantization_config"))
+    {
         Some(q) => Some(quant::recognise(q, findings)?),
         None => None,
     };
@@ -88,20 +116,56 @@ fn header_findings(files: &[SafetensorsFile], findings: &mut Findings) {
     for file in files {
         for issue in &file.header.issues {
             let (code, subject, detail) = match issue {
-                HeaderIssue::UnknownDtype { tensor, dtype } => (Code::DtypeUnknown, tensor.clone(), format!("dtype `{dtype}` has no known width")),
-                HeaderIssue::DuplicateTensor { tensor } => (Code::TensorDuplicate, tensor.clone(), "declared twice in one header".to_owned()),
-                HeaderIssue::OffsetsInvalid { tensor, detail } => (Code::HeaderOffsetsInvalid, tensor.clone(), detail.clone()),
-                HeaderIssue::SizeMismatch { tensor, declared, expected } => {
-                    findings.mismatch(Code::HeaderSizeMismatch, format!("{}:{tensor}", file.name), *declared, *expected, "byte range is not elements × dtype width");
+                HeaderIssue::UnknownDtype { tensor, dtype } => (
+                    Code::DtypeUnknown,
+                    tensor.clone(),
+                    format!("dtype `{dtype}` has no known width"),
+                ),
+                HeaderIssue::DuplicateTensor { tensor } => (
+                    Code::TensorDuplicate,
+                    tensor.clone(),
+                    "declared twice in one header".to_owned(),
+                ),
+                HeaderIssue::OffsetsInvalid { tensor, detail } => {
+                    (Code::HeaderOffsetsInvalid, tensor.clone(), detail.clone())
+                }
+                HeaderIssue::SizeMismatch {
+                    tensor,
+                    declared,
+                    expected,
+                } => {
+                    findings.mismatch(
+                        Code::HeaderSizeMismatch,
+                        format!("{}:{tensor}", file.name),
+                        *declared,
+                        *expected,
+                        "byte range is not elements × dtype width",
+                    );
                     continue;
                 }
                 HeaderIssue::BeyondFile { data_end, file_size } => {
-                    findings.mismatch(Code::HeaderBeyondFile, file.name.clone(), *data_end, *file_size, "the header's data section does not match the file size");
+                    findings.mismatch(
+                        Code::HeaderBeyondFile,
+                        file.name.clone(),
+                        *data_end,
+                        *file_size,
+                        "the header's data section does not match the file size",
+                    );
                     continue;
                 }
-                HeaderIssue::ShapeOverflow { tensor } => (Code::HeaderSizeMismatch, tensor.clone(), "the shape's size does not fit in 64 bits".to_owned()),
+                HeaderIssue::ShapeOverflow { tensor } => (
+                    Code::HeaderSizeMismatch,
+                    tensor.clone(),
+                    "the shape's size does not fit in 64 bits".to_owned(),
+                ),
                 HeaderIssue::TrailingBytes { data_end, file_size } => {
-                    findings.mismatch(Code::HeaderBeyondFile, file.name.clone(), *data_end, *file_size, "the file is longer than its header and data: bytes no tensor accounts for");
+                    findings.mismatch(
+                        Code::HeaderBeyondFile,
+                        file.name.clone(),
+                        *data_end,
+                        *file_size,
+                        "the file is longer than its header and data: bytes no tensor accounts for",
+                    );
                     continue;
                 }
             };
@@ -111,7 +175,11 @@ fn header_findings(files: &[SafetensorsFile], findings: &mut Findings) {
             if let Some(previous) = seen.insert(&tensor.name, &file.name)
                 && previous != file.name
             {
-                findings.push(Code::TensorDuplicate, tensor.name.clone(), format!("in both {previous} and {}", file.name));
+                findings.push(
+                    Code::TensorDuplicate,
+                    tensor.name.clone(),
+                    format!("in both {previous} and {}", file.name),
+                );
             }
         }
     }
@@ -122,7 +190,11 @@ const NAMED_PER_FINDING: usize = 5;
 
 fn index_findings(index: &Index, files: &[SafetensorsFile], missing: &[String], findings: &mut Findings) {
     for shard in missing {
-        findings.push(Code::IndexMissingShard, shard.clone(), "the index names this shard but it is not there");
+        findings.push(
+            Code::IndexMissingShard,
+            shard.clone(),
+            "the index names this shard but it is not there",
+        );
     }
     let mut located: HashMap<&str, &str> = HashMap::new();
     for file in files {
@@ -135,20 +207,49 @@ fn index_findings(index: &Index, files: &[SafetensorsFile], missing: &[String], 
         match located.get(tensor.as_str()) {
             None if !missing.contains(shard) => absent.push(tensor.as_str()),
             Some(found) if found != shard => {
-                findings.mismatch(Code::IndexWrongShard, tensor.clone(), shard.as_str(), *found, "the index places this tensor in another shard");
+                findings.mismatch(
+                    Code::IndexWrongShard,
+                    tensor.clone(),
+                    shard.as_str(),
+                    *found,
+                    "the index places this tensor in another shard",
+                );
             }
             _ => {}
         }
     }
-    group_finding(findings, Code::IndexMissingTensor, &absent, "listed in the index but in no shard header");
-    let unlisted: Vec<&str> = located.keys().copied().filter(|t| !index.weight_map.contains_key(*t)).collect();
-    group_finding(findings, Code::IndexUnlistedTensor, &unlisted, "in a shard header but not in the index");
+    group_finding(
+        findings,
+        Code::IndexMissingTensor,
+        &absent,
+        "listed in the index but in no shard header",
+    );
+    let unlisted: Vec<&str> = located
+        .keys()
+        .copied()
+        .filter(|t| !index.weight_map.contains_key(*t))
+        .collect();
+    group_finding(
+        findings,
+        Code::IndexUnlistedTensor,
+        &unlisted,
+        "in a shard header but not in the index",
+    );
     if let Some(total) = index.total_size
         && missing.is_empty()
     {
-        let data: u64 = files.iter().map(|f| f.header.tensors.iter().map(|t| t.data_offsets[1]).max().unwrap_or(0)).sum();
+        let data: u64 = files
+            .iter()
+            .map(|f| f.header.tensors.iter().map(|t| t.data_offsets[1]).max().unwrap_or(0))
+            .sum();
         if data != total {
-            findings.mismatch(Code::IndexTotalSizeMismatch, "model.safetensors.index.json:metadata.total_size", total, data, "differs from the sum of the shards' data sections");
+            findings.mismatch(
+                Code::IndexTotalSizeMismatch,
+                "model.safetensors.index.json:metadata.total_size",
+                total,
+                data,
+                "differs from the sum of the shards' data sections",
+            );
         }
     }
 }
@@ -159,9 +260,18 @@ fn group_finding(findings: &mut Findings, code: Code, names: &[&str], what: &str
     }
     let mut names = names.to_vec();
     names.sort_unstable();
-    let shown = names.iter().take(NAMED_PER_FINDING).copied().collect::<Vec<_>>().join(", ");
+    let shown = names
+        .iter()
+        .take(NAMED_PER_FINDING)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
     let more = names.len().saturating_sub(NAMED_PER_FINDING);
-    let detail = if more > 0 { format!("{} tensors {what}: {shown} and {more} more", names.len()) } else { format!("{} tensor(s) {what}: {shown}", names.len()) };
+    let detail = if more > 0 {
+        format!("{} tensors {what}: {shown} and {more} more", names.len())
+    } else {
+        format!("{} tensor(s) {what}: {shown}", names.len())
+    };
     let finding = findings.push(code, names[0].to_owned(), detail);
     finding.observed = Some(names.len().into());
 }
@@ -179,7 +289,10 @@ fn shape_of_name(name: &str) -> NameShape {
         .strip_prefix("model.language_model.")
         .or_else(|| name.strip_prefix("language_model.model."))
         .map(|rest| format!("model.{rest}"))
-        .or_else(|| name.strip_prefix("language_model.lm_head.").map(|rest| format!("lm_head.{rest}")));
+        .or_else(|| {
+            name.strip_prefix("language_model.lm_head.")
+                .map(|rest| format!("lm_head.{rest}"))
+        });
     let name = folded.as_deref().unwrap_or(name);
     let mut normalized = String::with_capacity(name.len());
     let (mut layer, mut expert) = (None, None);
@@ -201,7 +314,11 @@ fn shape_of_name(name: &str) -> NameShape {
         }
         previous = segment;
     }
-    NameShape { normalized, layer, expert }
+    NameShape {
+        normalized,
+        layer,
+        expert,
+    }
 }
 
 /// Running totals over every tensor of an artifact.
@@ -223,7 +340,14 @@ struct Tally {
 }
 
 impl Tally {
-    fn count(&mut self, files: &[SafetensorsFile], family: Option<&Family>, normalized: Option<&Normalized>, method: Option<&quant::Method>, findings: &mut Findings) {
+    fn count(
+        &mut self,
+        files: &[SafetensorsFile],
+        family: Option<&Family>,
+        normalized: Option<&Normalized>,
+        method: Option<&quant::Method>,
+        findings: &mut Findings,
+    ) {
         let main_layers = normalized.map(|n| n.architecture.layers);
         let mut names: HashSet<&str> = HashSet::new();
         for file in files {
@@ -234,9 +358,19 @@ impl Tally {
         let mut shape_errors: BTreeMap<(&'static str, usize), (u64, u64, &'static str, String)> = BTreeMap::new();
         for file in files {
             for tensor in &file.header.tensors {
-                let elements = tensor.shape.iter().try_fold(1u64, |acc, d| acc.checked_mul(*d)).unwrap_or(u64::MAX);
-                add(self.elements_by_dtype.entry(tensor.dtype.clone()).or_default(), elements);
-                add(&mut self.weights_bytes, tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]));
+                let elements = tensor
+                    .shape
+                    .iter()
+                    .try_fold(1u64, |acc, d| acc.checked_mul(*d))
+                    .unwrap_or(u64::MAX);
+                add(
+                    self.elements_by_dtype.entry(tensor.dtype.clone()).or_default(),
+                    elements,
+                );
+                add(
+                    &mut self.weights_bytes,
+                    tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]),
+                );
                 let (base, role) = quant::role(&tensor.name, &tensor.dtype, method);
                 let shape = shape_of_name(&base);
                 let Role::Param { factor, dtype } = role else {
@@ -249,7 +383,12 @@ impl Tally {
                 };
                 let Some(family) = family else {
                     // No architecture: count everything as parameters of no known component.
-                    add(self.by_dtype.entry(dtype.unwrap_or(&tensor.dtype).to_owned()).or_default(), elements.saturating_mul(factor));
+                    add(
+                        self.by_dtype
+                            .entry(dtype.unwrap_or(&tensor.dtype).to_owned())
+                            .or_default(),
+                        elements.saturating_mul(factor),
+                    );
                     continue;
                 };
                 let is_mtp = matches!((shape.layer, main_layers), (Some(l), Some(main)) if l >= main);
@@ -282,7 +421,12 @@ impl Tally {
                         match tensor.shape.get(rule.dim) {
                             Some(found) if *found == rule.value || packed_dim => {}
                             found => {
-                                shape_errors.entry((rule.pattern, rule.dim)).or_insert((rule.value, found.copied().unwrap_or(0), rule.keys, tensor.name.clone()));
+                                shape_errors.entry((rule.pattern, rule.dim)).or_insert((
+                                    rule.value,
+                                    found.copied().unwrap_or(0),
+                                    rule.keys,
+                                    tensor.name.clone(),
+                                ));
                             }
                         }
                     }
@@ -297,15 +441,37 @@ impl Tally {
             }
         }
         for (pattern, count) in unplaced {
-            let finding = findings.push(Code::TensorUnplaced, pattern.clone(), format!("{count} tensor(s) named like `{pattern}` belong to no component of this architecture"));
+            let finding = findings.push(
+                Code::TensorUnplaced,
+                pattern.clone(),
+                format!("{count} tensor(s) named like `{pattern}` belong to no component of this architecture"),
+            );
             finding.observed = Some(count.into());
         }
-        group_finding(findings, Code::QuantizationLayoutInvalid, &orphan_scales, "are scales for a tensor that is not there");
+        group_finding(
+            findings,
+            Code::QuantizationLayoutInvalid,
+            &orphan_scales,
+            "are scales for a tensor that is not there",
+        );
         for ((_, dim), (declared, observed, keys, example)) in shape_errors {
-            findings.mismatch(Code::ConfigShapeMismatch, example, declared, observed, format!("dimension {dim} should be {keys}"));
+            findings.mismatch(
+                Code::ConfigShapeMismatch,
+                example,
+                declared,
+                observed,
+                format!("dimension {dim} should be {keys}"),
+            );
         }
         if self.buffers > 0 {
-            findings.push(Code::TensorBuffersExcluded, "buffers", format!("{} stored buffer tensor(s) are not parameters and are not counted in parameters", self.buffers));
+            findings.push(
+                Code::TensorBuffersExcluded,
+                "buffers",
+                format!(
+                    "{} stored buffer tensor(s) are not parameters and are not counted in parameters",
+                    self.buffers
+                ),
+            );
         }
     }
 
@@ -314,8 +480,17 @@ impl Tally {
         let contiguous = self.layers.iter().enumerate().all(|(i, l)| i as u64 == *l);
         if !contiguous || self.layers.len() as u64 != declared {
             let main = self.layers.iter().filter(|l| **l < arch.layers).count();
-            let extra: Vec<u64> = self.layers.iter().copied().filter(|l| *l >= declared).take(NAMED_PER_FINDING).collect();
-            let absent: Vec<u64> = (0..declared).filter(|l| !self.layers.contains(l)).take(NAMED_PER_FINDING).collect();
+            let extra: Vec<u64> = self
+                .layers
+                .iter()
+                .copied()
+                .filter(|l| *l >= declared)
+                .take(NAMED_PER_FINDING)
+                .collect();
+            let absent: Vec<u64> = (0..declared)
+                .filter(|l| !self.layers.contains(l))
+                .take(NAMED_PER_FINDING)
+                .collect();
             findings.mismatch(
                 Code::ConfigLayerCountMismatch,
                 "config.num_hidden_layers",
@@ -326,7 +501,12 @@ impl Tally {
         }
         if let Some(moe) = &arch.moe {
             let expected: BTreeSet<u64> = (0..arch.layers).filter(|l| !moe.dense_layers.contains(l)).collect();
-            let found: BTreeSet<u64> = self.expert_layers.iter().copied().filter(|l| *l < arch.layers).collect();
+            let found: BTreeSet<u64> = self
+                .expert_layers
+                .iter()
+                .copied()
+                .filter(|l| *l < arch.layers)
+                .collect();
             if found != expected {
                 findings.mismatch(
                     Code::ConfigShapeMismatch,
@@ -341,19 +521,37 @@ impl Tally {
                 *per_layer.entry(*layer).or_default() += 1;
             }
             if let Some((layer, count)) = per_layer.iter().find(|(l, c)| **l < arch.layers && **c != moe.experts) {
-                findings.mismatch(Code::ConfigShapeMismatch, format!("model.layers.{layer}.experts"), moe.experts, *count, "routed experts stored in this layer differ from the config's expert count");
+                findings.mismatch(
+                    Code::ConfigShapeMismatch,
+                    format!("model.layers.{layer}.experts"),
+                    moe.experts,
+                    *count,
+                    "routed experts stored in this layer differ from the config's expert count",
+                );
             }
         }
         if !self.embedding_stored {
-            findings.push(Code::TensorMissing, "model.embed_tokens.weight", "the checkpoint has no token embedding");
+            findings.push(
+                Code::TensorMissing,
+                "model.embed_tokens.weight",
+                "the checkpoint has no token embedding",
+            );
         }
         if !arch.tie_word_embeddings && self.lm_head_by_dtype.is_empty() {
-            findings.push(Code::TensorMissing, "lm_head.weight", "embeddings are not tied, yet the checkpoint has no lm_head");
+            findings.push(
+                Code::TensorMissing,
+                "lm_head.weight",
+                "embeddings are not tied, yet the checkpoint has no lm_head",
+            );
         }
     }
 
     fn parameters(&self, arch: Option<&Architecture>, findings: &mut Findings) -> Parameters {
-        let mut by_component: BTreeMap<String, u64> = self.by_component.iter().map(|(c, n)| (c.as_str().to_owned(), *n)).collect();
+        let mut by_component: BTreeMap<String, u64> = self
+            .by_component
+            .iter()
+            .map(|(c, n)| (c.as_str().to_owned(), *n))
+            .collect();
         let mut by_dtype = self.by_dtype.clone();
         if let Some(arch) = arch
             && arch.tie_word_embeddings
@@ -361,7 +559,11 @@ impl Tally {
             && self.embedding_stored
         {
             // Tied: the stored lm_head is the embedding again; count it once.
-            findings.push(Code::WeightsTiedStored, "lm_head.weight", "tie_word_embeddings is set and lm_head is stored too; counted once");
+            findings.push(
+                Code::WeightsTiedStored,
+                "lm_head.weight",
+                "tie_word_embeddings is set and lm_head is stored too; counted once",
+            );
             by_component.remove("lm_head");
             for (dtype, n) in &self.lm_head_by_dtype {
                 if let Some(total) = by_dtype.get_mut(dtype) {
@@ -375,16 +577,28 @@ impl Tally {
         let total = counted.values().fold(0u64, |acc, n| acc.saturating_add(*n));
         let mtp = by_component.get("mtp").copied().unwrap_or(0);
         if mtp > 0 {
-            findings.push(Code::MtpLayersPresent, "mtp", format!("{mtp} parameters in multi-token-prediction layers; excluded from active_per_token"));
+            findings.push(
+                Code::MtpLayersPresent,
+                "mtp",
+                format!("{mtp} parameters in multi-token-prediction layers; excluded from active_per_token"),
+            );
         }
         let active_per_token = arch.map(|arch| {
             let experts = by_component.get("experts").copied().unwrap_or(0);
             match &arch.moe {
-                Some(moe) if moe.experts > 0 => total.saturating_sub(mtp).saturating_sub(experts).saturating_add(experts / moe.experts * moe.active.min(moe.experts)),
+                Some(moe) if moe.experts > 0 => total
+                    .saturating_sub(mtp)
+                    .saturating_sub(experts)
+                    .saturating_add(experts / moe.experts * moe.active.min(moe.experts)),
                 _ => total.saturating_sub(mtp),
             }
         });
-        Parameters { total, by_dtype, by_component, active_per_token }
+        Parameters {
+            total,
+            by_dtype,
+            by_component,
+            active_per_token,
+        }
     }
 }
 

@@ -10,6 +10,10 @@ use preflight_formats::safetensors::{Header, TensorInfo};
 use preflight_plan::{PlanOptions, Severity, Verdict, plan};
 use serde_json::{Value, json};
 
+/// A tensor as (name, dtype, shape).
+type Spec = (String, &'static str, Vec<u64>);
+type Tensors = Vec<Spec>;
+
 const HIDDEN: u64 = 64;
 const HEADS: u64 = 4;
 const KV: u64 = 2;
@@ -36,7 +40,7 @@ fn config() -> Value {
     })
 }
 
-fn tensors() -> Vec<(String, &'static str, Vec<u64>)> {
+fn tensors() -> Tensors {
     let mut t = vec![
         ("model.embed_tokens.weight".to_owned(), "BF16", vec![VOCAB, HIDDEN]),
         ("model.norm.weight".to_owned(), "BF16", vec![HIDDEN]),
@@ -47,10 +51,26 @@ fn tensors() -> Vec<(String, &'static str, Vec<u64>)> {
         t.extend([
             (format!("{p}input_layernorm.weight"), "BF16", vec![HIDDEN]),
             (format!("{p}post_attention_layernorm.weight"), "BF16", vec![HIDDEN]),
-            (format!("{p}self_attn.q_proj.weight"), "BF16", vec![HEADS * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.k_proj.weight"), "BF16", vec![KV * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.v_proj.weight"), "BF16", vec![KV * HEAD_DIM, HIDDEN]),
-            (format!("{p}self_attn.o_proj.weight"), "BF16", vec![HIDDEN, HEADS * HEAD_DIM]),
+            (
+                format!("{p}self_attn.q_proj.weight"),
+                "BF16",
+                vec![HEADS * HEAD_DIM, HIDDEN],
+            ),
+            (
+                format!("{p}self_attn.k_proj.weight"),
+                "BF16",
+                vec![KV * HEAD_DIM, HIDDEN],
+            ),
+            (
+                format!("{p}self_attn.v_proj.weight"),
+                "BF16",
+                vec![KV * HEAD_DIM, HIDDEN],
+            ),
+            (
+                format!("{p}self_attn.o_proj.weight"),
+                "BF16",
+                vec![HIDDEN, HEADS * HEAD_DIM],
+            ),
             (format!("{p}mlp.gate_proj.weight"), "BF16", vec![FFN, HIDDEN]),
             (format!("{p}mlp.up_proj.weight"), "BF16", vec![FFN, HIDDEN]),
             (format!("{p}mlp.down_proj.weight"), "BF16", vec![HIDDEN, FFN]),
@@ -59,26 +79,53 @@ fn tensors() -> Vec<(String, &'static str, Vec<u64>)> {
     t
 }
 
-fn header(tensors: &[(String, &str, Vec<u64>)]) -> Header {
+fn header(tensors: &[Spec]) -> Header {
     let mut offset = 0;
     let tensors = tensors
         .iter()
         .map(|(name, dtype, shape)| {
             let bytes = shape.iter().product::<u64>() * 2;
-            let info = TensorInfo { name: name.clone(), dtype: (*dtype).to_owned(), shape: shape.clone(), data_offsets: [offset, offset + bytes] };
+            let info = TensorInfo {
+                name: name.clone(),
+                dtype: (*dtype).to_owned(),
+                shape: shape.clone(),
+                data_offsets: [offset, offset + bytes],
+            };
             offset += bytes;
             info
         })
         .collect();
-    Header { tensors, metadata: None, json_len: 0, issues: vec![] }
+    Header {
+        tensors,
+        metadata: None,
+        json_len: 0,
+        issues: vec![],
+    }
 }
 
-fn facts(config: Option<Value>, shards: Vec<(&str, Vec<(String, &'static str, Vec<u64>)>)>, index: Option<Index>, missing: Vec<String>) -> ArtifactFacts {
+fn facts(
+    config: Option<Value>,
+    shards: Vec<(&str, Tensors)>,
+    index: Option<Index>,
+    missing: Vec<String>,
+) -> ArtifactFacts {
     ArtifactFacts {
-        source: SourceRef { spec: "synthetic".into(), ..SourceRef::default() },
-        config: config.map(|c| Config { raw: c.as_object().expect("object").clone() }),
+        source: SourceRef {
+            spec: "synthetic".into(),
+            ..SourceRef::default()
+        },
+        config: config.map(|c| Config {
+            raw: c.as_object().expect("object").clone(),
+        }),
         content: Content::Safetensors {
-            files: shards.into_iter().map(|(name, t)| SafetensorsFile { name: name.into(), size: None, header: header(&t) }).collect(),
+            files: shards
+                .into_iter()
+                .map(|(name, t)| SafetensorsFile {
+                    name: name.into(),
+                    size: None,
+                    header: header(&t),
+                })
+                .collect(),
             index,
             missing_files: missing,
         },
@@ -94,7 +141,7 @@ fn codes(v: &Verdict) -> Vec<&str> {
     v.artifacts[0].findings.iter().map(|f| f.code.as_str()).collect()
 }
 
-fn single(config: Value, tensors: Vec<(String, &'static str, Vec<u64>)>) -> Verdict {
+fn single(config: Value, tensors: Tensors) -> Verdict {
     plan_one(facts(Some(config), vec![("model.safetensors", tensors)], None, vec![]))
 }
 
@@ -112,8 +159,15 @@ fn vocab_size_disagreeing_with_the_embedding_is_a_shape_mismatch() {
     c["vocab_size"] = json!(1000);
     let v = single(c, tensors());
     assert!(!v.admissible);
-    let f = v.artifacts[0].findings.iter().find(|f| f.code == "config.shape_mismatch").expect("finding");
-    assert_eq!((f.declared.clone(), f.observed.clone()), (Some(json!(1000)), Some(json!(VOCAB))));
+    let f = v.artifacts[0]
+        .findings
+        .iter()
+        .find(|f| f.code == "config.shape_mismatch")
+        .expect("finding");
+    assert_eq!(
+        (f.declared.clone(), f.observed.clone()),
+        (Some(json!(1000)), Some(json!(VOCAB)))
+    );
 }
 
 #[test]
@@ -141,13 +195,19 @@ fn a_tensor_group_nobody_places_is_unplaced() {
     t.push(("model.layers.1.self_attn.rel_pos_bias".into(), "BF16", vec![HEADS]));
     let v = single(config(), t);
     let f = &v.artifacts[0].findings[0];
-    assert_eq!((f.code.as_str(), f.subject.as_str()), ("tensor.unplaced", "model.layers.N.self_attn.rel_pos_bias"));
+    assert_eq!(
+        (f.code.as_str(), f.subject.as_str()),
+        ("tensor.unplaced", "model.layers.N.self_attn.rel_pos_bias")
+    );
     assert_eq!(f.observed, Some(json!(2)), "one finding per group, with its count");
 }
 
 #[test]
 fn untied_without_lm_head_is_missing_tensor() {
-    let t: Vec<_> = tensors().into_iter().filter(|(n, _, _)| n != "lm_head.weight").collect();
+    let t: Vec<_> = tensors()
+        .into_iter()
+        .filter(|(n, _, _)| n != "lm_head.weight")
+        .collect();
     let v = single(config(), t);
     assert_eq!(codes(&v), ["tensor.missing"]);
 }
@@ -204,18 +264,22 @@ fn a_scale_without_its_weight_is_an_invalid_layout() {
     let mut c = config();
     c["quantization_config"] = json!({"quant_method": "fp8", "weight_block_size": [128, 128]});
     let mut t = tensors();
-    t.push(("model.layers.0.mlp.ghost_proj.weight_scale_inv".into(), "F32", vec![1, 1]));
+    t.push((
+        "model.layers.0.mlp.ghost_proj.weight_scale_inv".into(),
+        "F32",
+        vec![1, 1],
+    ));
     assert_eq!(codes(&single(c, t)), ["quantization.layout_invalid"]);
 }
 
-fn split(t: Vec<(String, &'static str, Vec<u64>)>) -> (Vec<(String, &'static str, Vec<u64>)>, Vec<(String, &'static str, Vec<u64>)>) {
+fn split(t: Tensors) -> (Tensors, Tensors) {
     let half = t.len() / 2;
     let mut a = t;
     let b = a.split_off(half);
     (a, b)
 }
 
-fn index_of(a: &[(String, &str, Vec<u64>)], b: &[(String, &str, Vec<u64>)]) -> Index {
+fn index_of(a: &[Spec], b: &[Spec]) -> Index {
     let mut weight_map = BTreeMap::new();
     for (n, _, _) in a {
         weight_map.insert(n.clone(), "model-00001-of-00002.safetensors".to_owned());
@@ -223,7 +287,10 @@ fn index_of(a: &[(String, &str, Vec<u64>)], b: &[(String, &str, Vec<u64>)]) -> I
     for (n, _, _) in b {
         weight_map.insert(n.clone(), "model-00002-of-00002.safetensors".to_owned());
     }
-    Index { total_size: None, weight_map }
+    Index {
+        total_size: None,
+        weight_map,
+    }
 }
 
 #[test]
@@ -240,8 +307,14 @@ fn index_disagreements_are_findings() {
     assert!(sharded(good.clone(), a.clone(), b.clone(), vec![]).admissible);
 
     let mut extra = good.clone();
-    extra.weight_map.insert("model.layers.9.mlp.up_proj.weight".into(), "model-00002-of-00002.safetensors".into());
-    assert_eq!(codes(&sharded(extra, a.clone(), b.clone(), vec![])), ["index.missing_tensor"]);
+    extra.weight_map.insert(
+        "model.layers.9.mlp.up_proj.weight".into(),
+        "model-00002-of-00002.safetensors".into(),
+    );
+    assert_eq!(
+        codes(&sharded(extra, a.clone(), b.clone(), vec![])),
+        ["index.missing_tensor"]
+    );
 
     let mut fewer = good.clone();
     fewer.weight_map.remove("model.norm.weight");
@@ -250,12 +323,20 @@ fn index_disagreements_are_findings() {
     assert_eq!(v.artifacts[0].findings[0].severity, Severity::Warning);
 
     let mut moved = good.clone();
-    moved.weight_map.insert("model.norm.weight".into(), "model-00002-of-00002.safetensors".into());
-    assert_eq!(codes(&sharded(moved, a.clone(), b.clone(), vec![])), ["index.wrong_shard"]);
+    moved
+        .weight_map
+        .insert("model.norm.weight".into(), "model-00002-of-00002.safetensors".into());
+    assert_eq!(
+        codes(&sharded(moved, a.clone(), b.clone(), vec![])),
+        ["index.wrong_shard"]
+    );
 
     let mut sized = good.clone();
     sized.total_size = Some(1);
-    assert_eq!(codes(&sharded(sized, a.clone(), b.clone(), vec![])), ["index.total_size_mismatch"]);
+    assert_eq!(
+        codes(&sharded(sized, a.clone(), b.clone(), vec![])),
+        ["index.total_size_mismatch"]
+    );
 
     let v = sharded(good, a, b, vec!["model-00002-of-00002.safetensors".into()]);
     assert!(codes(&v).contains(&"index.missing_shard"), "{:?}", codes(&v));
@@ -266,7 +347,12 @@ fn index_disagreements_are_findings() {
 fn the_same_tensor_in_two_shards_is_a_duplicate() {
     let (a, mut b) = split(tensors());
     b.push(a[0].clone());
-    let v = plan_one(facts(Some(config()), vec![("a.safetensors", a), ("b.safetensors", b)], None, vec![]));
+    let v = plan_one(facts(
+        Some(config()),
+        vec![("a.safetensors", a), ("b.safetensors", b)],
+        None,
+        vec![],
+    ));
     assert!(codes(&v).contains(&"tensor.duplicate"));
 }
 
@@ -276,13 +362,25 @@ fn header_issues_become_findings() {
     let mut f = facts(Some(config()), vec![("model.safetensors", tensors())], None, vec![]);
     if let Content::Safetensors { files, .. } = &mut f.content {
         files[0].header.issues = vec![
-            HeaderIssue::UnknownDtype { tensor: "x".into(), dtype: "F3".into() },
-            HeaderIssue::OffsetsInvalid { tensor: "y".into(), detail: "overlaps".into() },
-            HeaderIssue::BeyondFile { data_end: 10, file_size: 5 },
+            HeaderIssue::UnknownDtype {
+                tensor: "x".into(),
+                dtype: "F3".into(),
+            },
+            HeaderIssue::OffsetsInvalid {
+                tensor: "y".into(),
+                detail: "overlaps".into(),
+            },
+            HeaderIssue::BeyondFile {
+                data_end: 10,
+                file_size: 5,
+            },
         ];
     }
     let v = plan_one(f);
-    assert_eq!(codes(&v), ["dtype.unknown", "header.offsets_invalid", "header.beyond_file"]);
+    assert_eq!(
+        codes(&v),
+        ["dtype.unknown", "header.offsets_invalid", "header.beyond_file"]
+    );
 }
 
 #[test]

@@ -8,15 +8,71 @@ use preflight_plan::{PlanOptions, plan};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-const MODEL_TYPES: &[&str] = &["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "mixtral", "deepseek_v3", "gpt_oss", "gemma2", "gemma3_text", "phi3", "bert"];
-const KEYS: &[&str] = &[
-    "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
-    "max_position_embeddings", "intermediate_size", "sliding_window", "num_experts", "num_local_experts",
-    "num_experts_per_tok", "n_routed_experts", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
-    "first_k_dense_replace", "moe_layer_freq", "decoder_sparse_step", "num_nextn_predict_layers", "tie_word_embeddings",
-    "layer_types", "use_sliding_window", "max_window_layers", "sliding_window_pattern", "quantization_config", "text_config",
+const MODEL_TYPES: &[&str] = &[
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "mixtral",
+    "deepseek_v3",
+    "gpt_oss",
+    "gemma2",
+    "gemma3_text",
+    "phi3",
+    "bert",
 ];
-const SEGMENTS: &[&str] = &["model", "layers", "0", "1", "61", "self_attn", "mlp", "experts", "q_proj", "k_proj", "weight", "bias", "embed_tokens", "lm_head", "norm", "gate", "_blocks", "weight_scale_inv", "qweight"];
+const KEYS: &[&str] = &[
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "max_position_embeddings",
+    "intermediate_size",
+    "sliding_window",
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "n_routed_experts",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "decoder_sparse_step",
+    "num_nextn_predict_layers",
+    "tie_word_embeddings",
+    "layer_types",
+    "use_sliding_window",
+    "max_window_layers",
+    "sliding_window_pattern",
+    "quantization_config",
+    "text_config",
+];
+const SEGMENTS: &[&str] = &[
+    "model",
+    "layers",
+    "0",
+    "1",
+    "61",
+    "self_attn",
+    "mlp",
+    "experts",
+    "q_proj",
+    "k_proj",
+    "weight",
+    "bias",
+    "embed_tokens",
+    "lm_head",
+    "norm",
+    "gate",
+    "_blocks",
+    "weight_scale_inv",
+    "qweight",
+];
 
 fn value() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -27,7 +83,15 @@ fn value() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         any::<f64>().prop_map(|f| json!(f)),
         "[a-z_]{0,12}".prop_map(Value::from),
-        prop::collection::vec(prop_oneof![Just(json!("full_attention")), Just(json!("sliding_attention")), Just(json!(3))], 0..6).prop_map(Value::from),
+        prop::collection::vec(
+            prop_oneof![
+                Just(json!("full_attention")),
+                Just(json!("sliding_attention")),
+                Just(json!(3))
+            ],
+            0..6
+        )
+        .prop_map(Value::from),
         Just(json!({"quant_method": "fp8", "weight_block_size": [128, 128]})),
         Just(json!({"quant_method": "gptq", "bits": 0})),
     ]
@@ -69,7 +133,12 @@ fn tensor() -> impl Strategy<Value = TensorInfo> {
         prop::collection::vec(prop_oneof![0u64..600, any::<u64>()], 0..4),
         any::<[u64; 2]>(),
     )
-        .prop_map(|(segments, dtype, shape, data_offsets)| TensorInfo { name: segments.join("."), dtype: dtype.to_owned(), shape, data_offsets })
+        .prop_map(|(segments, dtype, shape, data_offsets)| TensorInfo {
+            name: segments.join("."),
+            dtype: dtype.to_owned(),
+            shape,
+            data_offsets,
+        })
 }
 
 proptest! {

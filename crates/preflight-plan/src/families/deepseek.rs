@@ -43,7 +43,10 @@ pub static FAMILY: Family = Family {
     tensors: &[
         EMBED_NORM_HEAD,
         &[
-            group("model.layers.N.self_attn.{q_a_proj,q_b_proj,q_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj}.weight", Attention),
+            group(
+                "model.layers.N.self_attn.{q_a_proj,q_b_proj,q_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj}.weight",
+                Attention,
+            ),
             group("model.layers.N.self_attn.{q_a_layernorm,kv_a_layernorm}.weight", Norm),
         ],
         GATED_MLP,
@@ -51,10 +54,16 @@ pub static FAMILY: Family = Family {
             group("model.layers.N.mlp.gate.weight", Router),
             group("model.layers.N.mlp.gate.e_score_correction_bias", Buffer),
             group("model.layers.N.mlp.experts.N.{gate,up,down}_proj.weight", Experts),
-            group("model.layers.N.mlp.shared_experts.{gate,up,down}_proj.weight", SharedExperts),
+            group(
+                "model.layers.N.mlp.shared_experts.{gate,up,down}_proj.weight",
+                SharedExperts,
+            ),
         ],
     ],
-    mtp_tensors: &[group("model.layers.N.{embed_tokens,enorm,hnorm,eh_proj,shared_head.norm,shared_head.head}.weight", Mtp)],
+    mtp_tensors: &[group(
+        "model.layers.N.{embed_tokens,enorm,hnorm,eh_proj,shared_head.norm,shared_head.head}.weight",
+        Mtp,
+    )],
     normalize,
 };
 
@@ -77,30 +86,95 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let freq = cfg.opt_u64("moe_layer_freq").unwrap_or(1).max(1);
     let mtp_layers = cfg.opt_layers("num_nextn_predict_layers");
     let tie = cfg.opt_bool("tie_word_embeddings").unwrap_or(false);
-    let dtype = cfg.opt_str("torch_dtype").or_else(|| cfg.opt_str("dtype")).map(str::to_owned);
+    let dtype = cfg
+        .opt_str("torch_dtype")
+        .or_else(|| cfg.opt_str("dtype"))
+        .map(str::to_owned);
     let (layers, hidden, heads, vocab, context, mtp_layers) = (layers?, hidden?, heads?, vocab?, context?, mtp_layers?);
-    let (kv_lora_rank, qk_rope, qk_nope, v_head, experts, active) = (kv_lora_rank?, qk_rope?, qk_nope?, v_head?, experts?, active?);
+    let (kv_lora_rank, qk_rope, qk_nope, v_head, experts, active) =
+        (kv_lora_rank?, qk_rope?, qk_nope?, v_head?, experts?, active?);
 
-    let dims = Dims { layers, hidden, heads, kv_heads: kv_heads?, head_dim: qk_nope.saturating_add(qk_rope), vocab, context, tie, dtype };
+    let dims = Dims {
+        layers,
+        hidden,
+        heads,
+        kv_heads: kv_heads?,
+        head_dim: qk_nope.saturating_add(qk_rope),
+        vocab,
+        context,
+        tie,
+        dtype,
+    };
     let dense_layers = (0..layers).filter(|i| *i < first_dense || i % freq != 0).collect();
-    let moe = Moe { experts, active, shared, dense_layers };
-    let mut architecture = dims.architecture(model_type, FAMILY.name, uniform(layers, Attention::Mla { kv_lora_rank, qk_rope_head_dim: qk_rope }), Some(moe));
+    let moe = Moe {
+        experts,
+        active,
+        shared,
+        dense_layers,
+    };
+    let mut architecture = dims.architecture(
+        model_type,
+        FAMILY.name,
+        uniform(
+            layers,
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim: qk_rope,
+            },
+        ),
+        Some(moe),
+    );
     architecture.mtp_layers = mtp_layers;
 
     let mut shapes = dims.base_shapes();
     shapes.extend([
-        ShapeRule { pattern: "model.layers.N.self_attn.kv_a_proj_with_mqa.weight", dim: 0, value: kv_lora_rank.saturating_add(qk_rope), keys: "kv_lora_rank + qk_rope_head_dim" },
-        ShapeRule { pattern: "model.layers.N.self_attn.kv_b_proj.weight", dim: 0, value: heads.saturating_mul(qk_nope.saturating_add(v_head)), keys: "num_attention_heads × (qk_nope_head_dim + v_head_dim)" },
-        ShapeRule { pattern: "model.layers.N.self_attn.o_proj.weight", dim: 1, value: heads.saturating_mul(v_head), keys: "num_attention_heads × v_head_dim" },
-        ShapeRule { pattern: "model.layers.N.mlp.gate.weight", dim: 0, value: experts, keys: "n_routed_experts" },
+        ShapeRule {
+            pattern: "model.layers.N.self_attn.kv_a_proj_with_mqa.weight",
+            dim: 0,
+            value: kv_lora_rank.saturating_add(qk_rope),
+            keys: "kv_lora_rank + qk_rope_head_dim",
+        },
+        ShapeRule {
+            pattern: "model.layers.N.self_attn.kv_b_proj.weight",
+            dim: 0,
+            value: heads.saturating_mul(qk_nope.saturating_add(v_head)),
+            keys: "num_attention_heads × (qk_nope_head_dim + v_head_dim)",
+        },
+        ShapeRule {
+            pattern: "model.layers.N.self_attn.o_proj.weight",
+            dim: 1,
+            value: heads.saturating_mul(v_head),
+            keys: "num_attention_heads × v_head_dim",
+        },
+        ShapeRule {
+            pattern: "model.layers.N.mlp.gate.weight",
+            dim: 0,
+            value: experts,
+            keys: "n_routed_experts",
+        },
     ]);
     let q_rows = heads.saturating_mul(qk_nope.saturating_add(qk_rope));
     match q_lora_rank {
         Some(rank) => shapes.extend([
-            ShapeRule { pattern: "model.layers.N.self_attn.q_a_proj.weight", dim: 0, value: rank, keys: "q_lora_rank" },
-            ShapeRule { pattern: "model.layers.N.self_attn.q_b_proj.weight", dim: 0, value: q_rows, keys: "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)" },
+            ShapeRule {
+                pattern: "model.layers.N.self_attn.q_a_proj.weight",
+                dim: 0,
+                value: rank,
+                keys: "q_lora_rank",
+            },
+            ShapeRule {
+                pattern: "model.layers.N.self_attn.q_b_proj.weight",
+                dim: 0,
+                value: q_rows,
+                keys: "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)",
+            },
         ]),
-        None => shapes.push(ShapeRule { pattern: "model.layers.N.self_attn.q_proj.weight", dim: 0, value: q_rows, keys: "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)" }),
+        None => shapes.push(ShapeRule {
+            pattern: "model.layers.N.self_attn.q_proj.weight",
+            dim: 0,
+            value: q_rows,
+            keys: "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)",
+        }),
     }
     Some(Normalized { architecture, shapes })
 }

@@ -32,7 +32,10 @@ pub static FAMILY: Family = Family {
         QKVO,
         QK_NORM,
         GATED_MLP,
-        &[group("model.layers.N.{pre_feedforward_layernorm,post_feedforward_layernorm}.weight", Norm)],
+        &[group(
+            "model.layers.N.{pre_feedforward_layernorm,post_feedforward_layernorm}.weight",
+            Norm,
+        )],
     ],
     mtp_tensors: &[],
     normalize,
@@ -41,7 +44,10 @@ pub static FAMILY: Family = Family {
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, true)?;
     if cfg.opt_bool("use_bidirectional_attention") == Some(true) {
-        cfg.unsupported("use_bidirectional_attention", "bidirectional (encoder) Gemma is not a causal decoder the planner models");
+        cfg.unsupported(
+            "use_bidirectional_attention",
+            "bidirectional (encoder) Gemma is not a causal decoder the planner models",
+        );
         return None;
     }
     let window = cfg.opt_u64("sliding_window");
@@ -50,19 +56,36 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         None => {
             // transformers' defaults: Gemma 2 alternates from a sliding layer 0; Gemma 3
             // makes every `pattern`-th layer full.
-            let pattern = match cfg.opt_u64("sliding_window_pattern").or_else(|| cfg.opt_u64("_sliding_window_pattern")) {
+            let pattern = match cfg
+                .opt_u64("sliding_window_pattern")
+                .or_else(|| cfg.opt_u64("_sliding_window_pattern"))
+            {
                 Some(p) => p.max(1),
                 None if model_type == "gemma2" => 2,
                 None => 6,
             };
             let Some(window) = window else {
-                cfg.unsupported("sliding_window", "Gemma interleaves sliding layers but sliding_window is not set");
+                cfg.unsupported(
+                    "sliding_window",
+                    "Gemma interleaves sliding layers but sliding_window is not set",
+                );
                 return None;
             };
-            (0..dims.layers).map(|i| if (i + 1) % pattern != 0 { Attention::Sliding { window } } else { Attention::Full }).collect()
+            (0..dims.layers)
+                .map(|i| {
+                    if (i + 1) % pattern != 0 {
+                        Attention::Sliding { window }
+                    } else {
+                        Attention::Full
+                    }
+                })
+                .collect()
         }
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
-    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, attention, None), shapes })
+    Some(Normalized {
+        architecture: dims.architecture(model_type, FAMILY.name, attention, None),
+        shapes,
+    })
 }

@@ -31,7 +31,10 @@ pub static FAMILY: Family = Family {
             group("model.layers.N.self_attn.{q,k,v,o}_proj.bias", Attention),
             group("model.layers.N.self_attn.sinks", Attention),
             group("model.layers.N.mlp.router.{weight,bias}", Router),
-            group("model.layers.N.mlp.experts.{gate_up_proj,down_proj,gate_up_proj_bias,down_proj_bias}", Experts),
+            group(
+                "model.layers.N.mlp.experts.{gate_up_proj,down_proj,gate_up_proj_bias,down_proj_bias}",
+                Experts,
+            ),
         ],
     ],
     mtp_tensors: &[],
@@ -45,7 +48,15 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let attention = match layer_types(cfg, dims.layers, window)? {
         Some(per_layer) => per_layer,
         None => match window {
-            Some(window) => (0..dims.layers).map(|i| if i % 2 == 0 { Attention::Sliding { window } } else { Attention::Full }).collect(),
+            Some(window) => (0..dims.layers)
+                .map(|i| {
+                    if i % 2 == 0 {
+                        Attention::Sliding { window }
+                    } else {
+                        Attention::Full
+                    }
+                })
+                .collect(),
             None => uniform(dims.layers, Attention::Full),
         },
     };
@@ -54,15 +65,44 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     if let Some(other) = cfg.opt_u64("experts_per_token")
         && other != active
     {
-        cfg.findings.mismatch(crate::findings::Code::ConfigInvalidValue, "config.experts_per_token", active, other, "experts_per_token disagrees with num_experts_per_tok");
+        cfg.findings.mismatch(
+            crate::findings::Code::ConfigInvalidValue,
+            "config.experts_per_token",
+            active,
+            other,
+            "experts_per_token disagrees with num_experts_per_tok",
+        );
     }
-    let moe = Moe { experts, active, shared: 0, dense_layers: vec![] };
+    let moe = Moe {
+        experts,
+        active,
+        shared: 0,
+        dense_layers: vec![],
+    };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
     shapes.extend([
-        ShapeRule { pattern: "model.layers.N.mlp.router.weight", dim: 0, value: experts, keys: "num_local_experts" },
-        ShapeRule { pattern: "model.layers.N.mlp.experts.gate_up_proj", dim: 0, value: experts, keys: "num_local_experts" },
-        ShapeRule { pattern: "model.layers.N.mlp.experts.down_proj", dim: 0, value: experts, keys: "num_local_experts" },
+        ShapeRule {
+            pattern: "model.layers.N.mlp.router.weight",
+            dim: 0,
+            value: experts,
+            keys: "num_local_experts",
+        },
+        ShapeRule {
+            pattern: "model.layers.N.mlp.experts.gate_up_proj",
+            dim: 0,
+            value: experts,
+            keys: "num_local_experts",
+        },
+        ShapeRule {
+            pattern: "model.layers.N.mlp.experts.down_proj",
+            dim: 0,
+            value: experts,
+            keys: "num_local_experts",
+        },
     ]);
-    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, attention, Some(moe)), shapes })
+    Some(Normalized {
+        architecture: dims.architecture(model_type, FAMILY.name, attention, Some(moe)),
+        shapes,
+    })
 }

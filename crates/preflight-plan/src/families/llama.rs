@@ -38,12 +38,18 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let attention = match (model_type, window) {
         ("mistral", Some(window)) if window < dims.context => Attention::Sliding { window },
         ("llama", Some(_)) => {
-            cfg.unsupported("sliding_window", "llama does not use a sliding window; this config is not a plain llama");
+            cfg.unsupported(
+                "sliding_window",
+                "llama does not use a sliding window; this config is not a plain llama",
+            );
             return None;
         }
         _ => Attention::Full,
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
-    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), None), shapes })
+    Some(Normalized {
+        architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), None),
+        shapes,
+    })
 }

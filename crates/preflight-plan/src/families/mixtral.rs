@@ -39,9 +39,22 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     };
     let experts = cfg.u64("num_local_experts")?;
     let active = cfg.u64("num_experts_per_tok")?;
-    let moe = Moe { experts, active, shared: 0, dense_layers: vec![] };
+    let moe = Moe {
+        experts,
+        active,
+        shared: 0,
+        dense_layers: vec![],
+    };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
-    shapes.push(ShapeRule { pattern: "model.layers.N.block_sparse_moe.gate.weight", dim: 0, value: experts, keys: "num_local_experts" });
-    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), Some(moe)), shapes })
+    shapes.push(ShapeRule {
+        pattern: "model.layers.N.block_sparse_moe.gate.weight",
+        dim: 0,
+        value: experts,
+        keys: "num_local_experts",
+    });
+    Some(Normalized {
+        architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), Some(moe)),
+        shapes,
+    })
 }

@@ -106,11 +106,23 @@ pub fn for_model_type(model_type: &str) -> Option<&'static Family> {
 impl Family {
     /// The component for a normalised tensor name, if any of the family's groups match.
     pub fn classify(&self, normalized: &str, is_mtp_layer: bool) -> Option<Component> {
-        let found = self.tensors.iter().flat_map(|groups| groups.iter()).find(|g| pattern_matches(g.pattern, normalized));
+        let found = self
+            .tensors
+            .iter()
+            .flat_map(|groups| groups.iter())
+            .find(|g| pattern_matches(g.pattern, normalized));
         match found {
-            Some(g) if is_mtp_layer => Some(if g.component == Component::Buffer { Component::Buffer } else { Component::Mtp }),
+            Some(g) if is_mtp_layer => Some(if g.component == Component::Buffer {
+                Component::Buffer
+            } else {
+                Component::Mtp
+            }),
             Some(g) => Some(g.component),
-            None if is_mtp_layer => self.mtp_tensors.iter().any(|g| pattern_matches(g.pattern, normalized)).then_some(Component::Mtp),
+            None if is_mtp_layer => self
+                .mtp_tensors
+                .iter()
+                .any(|g| pattern_matches(g.pattern, normalized))
+                .then_some(Component::Mtp),
             None => None,
         }
     }
@@ -128,7 +140,9 @@ pub fn pattern_matches(pattern: &str, name: &str) -> bool {
             let Some(rest) = name.strip_prefix(head) else {
                 return false;
             };
-            alternatives.split(',').any(|alt| rest.strip_prefix(alt).is_some_and(|after| pattern_matches(tail, after)))
+            alternatives
+                .split(',')
+                .any(|alt| rest.strip_prefix(alt).is_some_and(|after| pattern_matches(tail, after)))
         }
     }
 }
@@ -177,7 +191,10 @@ pub fn read_dims(cfg: &mut ConfigReader, tie_default: bool) -> Option<Dims> {
         None => hidden.zip(heads).and_then(|(h, n)| (h % n == 0).then_some(h / n)),
     };
     let tie = cfg.opt_bool("tie_word_embeddings").unwrap_or(tie_default);
-    let dtype = cfg.opt_str("torch_dtype").or_else(|| cfg.opt_str("dtype")).map(str::to_owned);
+    let dtype = cfg
+        .opt_str("torch_dtype")
+        .or_else(|| cfg.opt_str("dtype"))
+        .map(str::to_owned);
     if let (Some(heads), Some(kv)) = (heads, kv_heads)
         && heads % kv != 0
     {
@@ -204,7 +221,13 @@ pub fn read_dims(cfg: &mut ConfigReader, tie_default: bool) -> Option<Dims> {
 }
 
 impl Dims {
-    pub fn architecture(&self, model_type: &str, family: &str, attention: Vec<Attention>, moe: Option<Moe>) -> Architecture {
+    pub fn architecture(
+        &self,
+        model_type: &str,
+        family: &str,
+        attention: Vec<Attention>,
+        moe: Option<Moe>,
+    ) -> Architecture {
         Architecture {
             model_type: model_type.to_owned(),
             family: family.to_owned(),
@@ -227,19 +250,59 @@ impl Dims {
     /// Shapes every family with embed_tokens/lm_head and q/k/v projections implies.
     pub fn base_shapes(&self) -> Vec<ShapeRule> {
         vec![
-            ShapeRule { pattern: "model.embed_tokens.weight", dim: 0, value: self.vocab, keys: "vocab_size" },
-            ShapeRule { pattern: "model.embed_tokens.weight", dim: 1, value: self.hidden, keys: "hidden_size" },
-            ShapeRule { pattern: "lm_head.weight", dim: 0, value: self.vocab, keys: "vocab_size" },
-            ShapeRule { pattern: "lm_head.weight", dim: 1, value: self.hidden, keys: "hidden_size" },
+            ShapeRule {
+                pattern: "model.embed_tokens.weight",
+                dim: 0,
+                value: self.vocab,
+                keys: "vocab_size",
+            },
+            ShapeRule {
+                pattern: "model.embed_tokens.weight",
+                dim: 1,
+                value: self.hidden,
+                keys: "hidden_size",
+            },
+            ShapeRule {
+                pattern: "lm_head.weight",
+                dim: 0,
+                value: self.vocab,
+                keys: "vocab_size",
+            },
+            ShapeRule {
+                pattern: "lm_head.weight",
+                dim: 1,
+                value: self.hidden,
+                keys: "hidden_size",
+            },
         ]
     }
 
     pub fn qkv_shapes(&self) -> Vec<ShapeRule> {
         vec![
-            ShapeRule { pattern: "model.layers.N.self_attn.q_proj.weight", dim: 0, value: self.heads.saturating_mul(self.head_dim), keys: "num_attention_heads × head_dim" },
-            ShapeRule { pattern: "model.layers.N.self_attn.k_proj.weight", dim: 0, value: self.kv_heads.saturating_mul(self.head_dim), keys: "num_key_value_heads × head_dim" },
-            ShapeRule { pattern: "model.layers.N.self_attn.v_proj.weight", dim: 0, value: self.kv_heads.saturating_mul(self.head_dim), keys: "num_key_value_heads × head_dim" },
-            ShapeRule { pattern: "model.layers.N.self_attn.o_proj.weight", dim: 1, value: self.heads.saturating_mul(self.head_dim), keys: "num_attention_heads × head_dim" },
+            ShapeRule {
+                pattern: "model.layers.N.self_attn.q_proj.weight",
+                dim: 0,
+                value: self.heads.saturating_mul(self.head_dim),
+                keys: "num_attention_heads × head_dim",
+            },
+            ShapeRule {
+                pattern: "model.layers.N.self_attn.k_proj.weight",
+                dim: 0,
+                value: self.kv_heads.saturating_mul(self.head_dim),
+                keys: "num_key_value_heads × head_dim",
+            },
+            ShapeRule {
+                pattern: "model.layers.N.self_attn.v_proj.weight",
+                dim: 0,
+                value: self.kv_heads.saturating_mul(self.head_dim),
+                keys: "num_key_value_heads × head_dim",
+            },
+            ShapeRule {
+                pattern: "model.layers.N.self_attn.o_proj.weight",
+                dim: 1,
+                value: self.heads.saturating_mul(self.head_dim),
+                keys: "num_attention_heads × head_dim",
+            },
         ]
     }
 }
@@ -266,11 +329,17 @@ pub fn layer_types(cfg: &mut ConfigReader, layers: u64, window: Option<u64>) -> 
             ("full_attention", _) => out.push(Attention::Full),
             ("sliding_attention", Some(window)) => out.push(Attention::Sliding { window }),
             ("sliding_attention", None) => {
-                cfg.unsupported("sliding_window", "layer_types names sliding layers but sliding_window is not set");
+                cfg.unsupported(
+                    "sliding_window",
+                    "layer_types names sliding layers but sliding_window is not set",
+                );
                 return None;
             }
             (other, _) => {
-                cfg.unsupported("layer_types", format!("layer type `{other}` is not one the planner models"));
+                cfg.unsupported(
+                    "layer_types",
+                    format!("layer type `{other}` is not one the planner models"),
+                );
                 return None;
             }
         }
@@ -289,8 +358,14 @@ mod tests {
 
     #[test]
     fn patterns_match_alternatives_and_literals() {
-        assert!(pattern_matches("model.layers.N.self_attn.{q,k,v,o}_proj.weight", "model.layers.N.self_attn.k_proj.weight"));
-        assert!(!pattern_matches("model.layers.N.self_attn.{q,k,v,o}_proj.weight", "model.layers.N.self_attn.x_proj.weight"));
+        assert!(pattern_matches(
+            "model.layers.N.self_attn.{q,k,v,o}_proj.weight",
+            "model.layers.N.self_attn.k_proj.weight"
+        ));
+        assert!(!pattern_matches(
+            "model.layers.N.self_attn.{q,k,v,o}_proj.weight",
+            "model.layers.N.self_attn.x_proj.weight"
+        ));
         assert!(pattern_matches("a.{b,bc}.d", "a.bc.d"));
         assert!(!pattern_matches("a.{b", "a.b"));
     }

@@ -41,8 +41,24 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     };
     let mut shapes = dims.base_shapes();
     shapes.extend([
-        ShapeRule { pattern: "model.layers.N.self_attn.qkv_proj.weight", dim: 0, value: dims.heads.saturating_add(dims.kv_heads.saturating_mul(2)).saturating_mul(dims.head_dim), keys: "(num_attention_heads + 2 × num_key_value_heads) × head_dim" },
-        ShapeRule { pattern: "model.layers.N.mlp.gate_up_proj.weight", dim: 0, value: intermediate.saturating_mul(2), keys: "2 × intermediate_size" },
+        ShapeRule {
+            pattern: "model.layers.N.self_attn.qkv_proj.weight",
+            dim: 0,
+            value: dims
+                .heads
+                .saturating_add(dims.kv_heads.saturating_mul(2))
+                .saturating_mul(dims.head_dim),
+            keys: "(num_attention_heads + 2 × num_key_value_heads) × head_dim",
+        },
+        ShapeRule {
+            pattern: "model.layers.N.mlp.gate_up_proj.weight",
+            dim: 0,
+            value: intermediate.saturating_mul(2),
+            keys: "2 × intermediate_size",
+        },
     ]);
-    Some(Normalized { architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), None), shapes })
+    Some(Normalized {
+        architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), None),
+        shapes,
+    })
 }

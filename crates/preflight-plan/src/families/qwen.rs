@@ -64,11 +64,22 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         Some(per_layer) => per_layer,
         None if cfg.opt_bool("use_sliding_window").unwrap_or(false) => {
             let Some(window) = window else {
-                cfg.unsupported("use_sliding_window", "use_sliding_window is set but sliding_window is not");
+                cfg.unsupported(
+                    "use_sliding_window",
+                    "use_sliding_window is set but sliding_window is not",
+                );
                 return None;
             };
             let from = cfg.opt_u64("max_window_layers").unwrap_or(dims.layers);
-            (0..dims.layers).map(|i| if i >= from { Attention::Sliding { window } } else { Attention::Full }).collect()
+            (0..dims.layers)
+                .map(|i| {
+                    if i >= from {
+                        Attention::Sliding { window }
+                    } else {
+                        Attention::Full
+                    }
+                })
+                .collect()
         }
         None => uniform(dims.layers, Attention::Full),
     };
@@ -80,15 +91,30 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         let active = cfg.u64("num_experts_per_tok")?;
         let step = cfg.opt_u64("decoder_sparse_step").unwrap_or(1).max(1);
         let mlp_only = cfg.opt_u64_list("mlp_only_layers").unwrap_or_default();
-        let dense_layers = (0..dims.layers).filter(|i| mlp_only.contains(i) || (i + 1) % step != 0).collect();
-        Some(Moe { experts, active, shared: 0, dense_layers })
+        let dense_layers = (0..dims.layers)
+            .filter(|i| mlp_only.contains(i) || (i + 1) % step != 0)
+            .collect();
+        Some(Moe {
+            experts,
+            active,
+            shared: 0,
+            dense_layers,
+        })
     } else {
         None
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
     if let Some(moe) = &moe {
-        shapes.push(ShapeRule { pattern: "model.layers.N.mlp.gate.weight", dim: 0, value: moe.experts, keys: "num_experts" });
+        shapes.push(ShapeRule {
+            pattern: "model.layers.N.mlp.gate.weight",
+            dim: 0,
+            value: moe.experts,
+            keys: "num_experts",
+        });
     }
-    Some(Normalized { architecture: dims.architecture(model_type, "qwen", attention, moe), shapes })
+    Some(Normalized {
+        architecture: dims.architecture(model_type, "qwen", attention, moe),
+        shapes,
+    })
 }
