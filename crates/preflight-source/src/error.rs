@@ -23,6 +23,8 @@ pub enum SourceError {
     Index { file: String, source: IndexError },
     #[error("{file}: {source}")]
     Config { file: String, source: ConfigError },
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
     #[error("{file}: header is larger than the {max}-byte cap for one plan")]
     HeaderTooLarge { file: String, max: u64 },
 }
@@ -39,7 +41,7 @@ pub enum ErrorKind {
 impl SourceError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            SourceError::Io { .. } => ErrorKind::Unreadable,
+            SourceError::Io { .. } | SourceError::Hub(_) => ErrorKind::Unreadable,
             _ => ErrorKind::BadInput,
         }
     }

@@ -29,14 +29,30 @@ pub fn stage(path: &Path) -> Result<ArtifactFacts, SourceError> {
         match extension(path) {
             Some("safetensors") => {
                 let file = read_safetensors(path, &mut stats)?;
-                (None, Content::Safetensors { files: vec![file], index: None, missing_files: vec![] })
+                (
+                    None,
+                    Content::Safetensors {
+                        files: vec![file],
+                        index: None,
+                        missing_files: vec![],
+                    },
+                )
             }
             Some("gguf") => (None, stage_gguf(path, &mut stats)?),
-            _ => return Err(not_a_checkpoint(path, "expected a directory, a .safetensors or a .gguf file")),
+            _ => {
+                return Err(not_a_checkpoint(
+                    path,
+                    "expected a directory, a .safetensors or a .gguf file",
+                ));
+            }
         }
     };
     Ok(ArtifactFacts {
-        source: SourceRef { spec: path.display().to_string(), pinned: false, ..SourceRef::default() },
+        source: SourceRef {
+            spec: path.display().to_string(),
+            pinned: false,
+            ..SourceRef::default()
+        },
         config,
         content,
         staging: stats,
@@ -44,7 +60,10 @@ pub fn stage(path: &Path) -> Result<ArtifactFacts, SourceError> {
 }
 
 fn not_a_checkpoint(path: &Path, reason: &str) -> SourceError {
-    SourceError::NotACheckpoint { path: path.to_owned(), reason: reason.to_owned() }
+    SourceError::NotACheckpoint {
+        path: path.to_owned(),
+        reason: reason.to_owned(),
+    }
 }
 
 fn extension(path: &Path) -> Option<&str> {
@@ -52,7 +71,8 @@ fn extension(path: &Path) -> Option<&str> {
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    path.file_name()
+        .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<(Option<config::Config>, Content), SourceError> {
@@ -64,14 +84,20 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<(Option<config::Con
     let config_path = dir.join(CONFIG);
     let config = if config_path.is_file() {
         let bytes = read_small(&config_path, config::MAX_CONFIG_BYTES, stats)?;
-        Some(config::parse(&bytes).map_err(|source| SourceError::Config { file: CONFIG.into(), source })?)
+        Some(config::parse(&bytes).map_err(|source| SourceError::Config {
+            file: CONFIG.into(),
+            source,
+        })?)
     } else {
         None
     };
     let index_path = dir.join(INDEX);
     if index_path.is_file() {
         let bytes = read_small(&index_path, index::MAX_INDEX_BYTES, stats)?;
-        let index = index::parse(&bytes).map_err(|source| SourceError::Index { file: INDEX.into(), source })?;
+        let index = index::parse(&bytes).map_err(|source| SourceError::Index {
+            file: INDEX.into(),
+            source,
+        })?;
         let mut files = Vec::new();
         let mut missing_files = Vec::new();
         for shard in index.shards() {
@@ -82,18 +108,41 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<(Option<config::Con
                 missing_files.push(shard.to_owned());
             }
         }
-        return Ok((config, Content::Safetensors { files, index: Some(index), missing_files }));
+        return Ok((
+            config,
+            Content::Safetensors {
+                files,
+                index: Some(index),
+                missing_files,
+            },
+        ));
     }
     let shards: Vec<&PathBuf> = entries.iter().filter(|p| extension(p) == Some("safetensors")).collect();
     if !shards.is_empty() {
-        let files = shards.into_iter().map(|p| read_safetensors(p, stats)).collect::<Result<_, _>>()?;
-        return Ok((config, Content::Safetensors { files, index: None, missing_files: vec![] }));
+        let files = shards
+            .into_iter()
+            .map(|p| read_safetensors(p, stats))
+            .collect::<Result<_, _>>()?;
+        return Ok((
+            config,
+            Content::Safetensors {
+                files,
+                index: None,
+                missing_files: vec![],
+            },
+        ));
     }
     let ggufs: Vec<&PathBuf> = entries.iter().filter(|p| extension(p) == Some("gguf")).collect();
-    let first_parts: Vec<&&PathBuf> = ggufs.iter().filter(|p| gguf::split_part(&file_name(p)).is_none_or(|(i, _)| i == 1)).collect();
+    let first_parts: Vec<&&PathBuf> = ggufs
+        .iter()
+        .filter(|p| gguf::split_part(&file_name(p)).is_none_or(|(i, _)| i == 1))
+        .collect();
     match first_parts.as_slice() {
         [one] => Ok((config, stage_gguf(one, stats)?)),
-        [] => Err(not_a_checkpoint(dir, "no model.safetensors.index.json, .safetensors or .gguf files")),
+        [] => Err(not_a_checkpoint(
+            dir,
+            "no model.safetensors.index.json, .safetensors or .gguf files",
+        )),
         _ => Err(not_a_checkpoint(dir, "several GGUF files: name the one to plan")),
     }
 }
@@ -119,7 +168,9 @@ fn read_small(path: &Path, max: usize, stats: &mut StagingStats) -> Result<Vec<u
     let file = File::open(path).map_err(SourceError::io(path))?;
     let mut bytes = Vec::new();
     // One byte past the cap tells "too large" from "exactly at the cap".
-    file.take(max as u64 + 1).read_to_end(&mut bytes).map_err(SourceError::io(path))?;
+    file.take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(SourceError::io(path))?;
     stats.files += 1;
     stats.requests += 1;
     stats.bytes_fetched += bytes.len() as u64;
@@ -127,7 +178,13 @@ fn read_small(path: &Path, max: usize, stats: &mut StagingStats) -> Result<Vec<u
 }
 
 /// Read `len` bytes at `offset` (fewer at end of file), counted as one request.
-fn read_at(file: &mut File, path: &Path, offset: u64, len: u64, stats: &mut StagingStats) -> Result<Vec<u8>, SourceError> {
+fn read_at(
+    file: &mut File,
+    path: &Path,
+    offset: u64,
+    len: u64,
+    stats: &mut StagingStats,
+) -> Result<Vec<u8>, SourceError> {
     file.seek(SeekFrom::Start(offset)).map_err(SourceError::io(path))?;
     let mut buf = Vec::new();
     file.take(len).read_to_end(&mut buf).map_err(SourceError::io(path))?;
@@ -141,14 +198,21 @@ fn read_safetensors(path: &Path, stats: &mut StagingStats) -> Result<Safetensors
     let mut file = File::open(path).map_err(SourceError::io(path))?;
     let size = file.metadata().map_err(SourceError::io(path))?.len();
     let first8 = read_at(&mut file, path, 0, 8, stats)?;
-    let bad = |source| SourceError::Safetensors { file: name.clone(), source };
+    let bad = |source| SourceError::Safetensors {
+        file: name.clone(),
+        source,
+    };
     let need = safetensors::required_prefix(&first8).map_err(bad)?;
     let mut prefix = first8;
     prefix.extend(read_at(&mut file, path, 8, need.saturating_sub(8), stats)?);
     let header = safetensors::parse(&prefix, Some(size)).map_err(bad)?;
     stats.files += 1;
     stats.header_bytes += prefix.len() as u64;
-    Ok(SafetensorsFile { name, size: Some(size), header })
+    Ok(SafetensorsFile {
+        name,
+        size: Some(size),
+        header,
+    })
 }
 
 /// Read a GGUF header in growing chunks until it parses, within [`MAX_GGUF_HEADER_BYTES`].
@@ -162,17 +226,31 @@ fn read_gguf(path: &Path, stats: &mut StagingStats) -> Result<GgufFile, SourceEr
             Ok(header) => {
                 stats.files += 1;
                 stats.header_bytes += header.header_bytes;
-                return Ok(GgufFile { name, size: Some(size), header });
+                return Ok(GgufFile {
+                    name,
+                    size: Some(size),
+                    header,
+                });
             }
-            Err(gguf::GgufError::Truncated { need, .. }) if need <= size && need <= MAX_GGUF_HEADER_BYTES && (prefix.len() as u64) < size => {
+            Err(gguf::GgufError::Truncated { need, .. })
+                if need <= size && need <= MAX_GGUF_HEADER_BYTES && (prefix.len() as u64) < size =>
+            {
                 let have = prefix.len() as u64;
                 let target = need.max(have * 2).min(size).min(MAX_GGUF_HEADER_BYTES);
                 prefix.extend(read_at(&mut file, path, have, target - have, stats)?);
             }
             Err(gguf::GgufError::Truncated { need, .. }) if need > size || prefix.len() as u64 >= size => {
-                return Err(SourceError::Gguf { file: name, source: gguf::GgufError::Truncated { need, have: size } });
+                return Err(SourceError::Gguf {
+                    file: name,
+                    source: gguf::GgufError::Truncated { need, have: size },
+                });
             }
-            Err(gguf::GgufError::Truncated { .. }) => return Err(SourceError::HeaderTooLarge { file: name, max: MAX_GGUF_HEADER_BYTES }),
+            Err(gguf::GgufError::Truncated { .. }) => {
+                return Err(SourceError::HeaderTooLarge {
+                    file: name,
+                    max: MAX_GGUF_HEADER_BYTES,
+                });
+            }
             Err(source) => return Err(SourceError::Gguf { file: name, source }),
         }
     }

@@ -64,7 +64,10 @@ pub fn encode_revision(rev: &str) -> String {
 }
 
 pub fn parse(spec: &str) -> Result<SourceSpec, SpecError> {
-    let err = |reason: &str| SpecError { spec: spec.to_owned(), reason: reason.to_owned() };
+    let err = |reason: &str| SpecError {
+        spec: spec.to_owned(),
+        reason: reason.to_owned(),
+    };
     let Some(rest) = spec.strip_prefix("hf://") else {
         if spec.is_empty() {
             return Err(err("empty source"));
@@ -91,11 +94,19 @@ pub fn parse(spec: &str) -> Result<SourceSpec, SpecError> {
             && let Some(t) = tail
         {
             let mut seg = t.splitn(3, '/');
-            let (kind, id) = (seg.next().unwrap_or_default(), seg.next().ok_or_else(|| err("refs/ revision needs refs/pr/N or refs/convert/NAME"))?);
+            let (kind, id) = (
+                seg.next().unwrap_or_default(),
+                seg.next()
+                    .ok_or_else(|| err("refs/ revision needs refs/pr/N or refs/convert/NAME"))?,
+            );
             match kind {
                 "pr" if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {}
                 "convert" if !id.is_empty() => {}
-                _ => return Err(err("the only revisions with '/' are refs/pr/N and refs/convert/NAME (write others percent-encoded)")),
+                _ => {
+                    return Err(err(
+                        "the only revisions with '/' are refs/pr/N and refs/convert/NAME (write others percent-encoded)",
+                    ));
+                }
             }
             *rev = format!("refs/{kind}/{id}");
             tail = seg.next();
@@ -119,7 +130,11 @@ pub fn parse(spec: &str) -> Result<SourceSpec, SpecError> {
             Some(path.to_owned())
         }
     };
-    Ok(SourceSpec::Hub(HubSpec { repo: format!("{org}/{name}"), revision, file }))
+    Ok(SourceSpec::Hub(HubSpec {
+        repo: format!("{org}/{name}"),
+        revision,
+        file,
+    }))
 }
 
 fn validate_segment(segment: &str) -> Result<(), String> {
@@ -130,9 +145,13 @@ fn validate_segment(segment: &str) -> Result<(), String> {
         return Err(format!("repo id segment longer than {MAX_SEGMENT_LEN} characters"));
     }
     let first_ok = segment.as_bytes()[0].is_ascii_alphanumeric();
-    let rest_ok = segment.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    let rest_ok = segment
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if !first_ok || !rest_ok || segment.contains("..") {
-        return Err(format!("repo id segment {segment:?} must match [A-Za-z0-9][A-Za-z0-9._-]* without '..'"));
+        return Err(format!(
+            "repo id segment {segment:?} must match [A-Za-z0-9][A-Za-z0-9._-]* without '..'"
+        ));
     }
     Ok(())
 }
@@ -170,12 +189,21 @@ mod tests {
         let h = hub("hf://Qwen/Qwen3-8B");
         assert_eq!((h.repo.as_str(), h.revision, h.file), ("Qwen/Qwen3-8B", None, None));
         let h = hub("hf://Qwen/Qwen3-8B-GGUF@v1/Qwen3-8B-Q4_K_M.gguf");
-        assert_eq!((h.revision.as_deref(), h.file.as_deref()), (Some("v1"), Some("Qwen3-8B-Q4_K_M.gguf")));
+        assert_eq!(
+            (h.revision.as_deref(), h.file.as_deref()),
+            (Some("v1"), Some("Qwen3-8B-Q4_K_M.gguf"))
+        );
         let h = hub("hf://a/b@refs/pr/12/sub/x.gguf");
-        assert_eq!((h.revision.as_deref(), h.file.as_deref()), (Some("refs/pr/12"), Some("sub/x.gguf")));
+        assert_eq!(
+            (h.revision.as_deref(), h.file.as_deref()),
+            (Some("refs/pr/12"), Some("sub/x.gguf"))
+        );
         assert_eq!(h.to_string(), "hf://a/b@refs%2Fpr%2F12/sub/x.gguf");
         let h = hub("hf://a/b@feature%2Fx/m.gguf");
-        assert_eq!((h.revision.as_deref(), h.file.as_deref()), (Some("feature/x"), Some("m.gguf")));
+        assert_eq!(
+            (h.revision.as_deref(), h.file.as_deref()),
+            (Some("feature/x"), Some("m.gguf"))
+        );
         let h = hub("hf://a/b@0123456789abcdef0123456789abcdef01234567");
         assert!(h.is_pinned());
         assert!(!hub("hf://a/b@main").is_pinned());
@@ -205,6 +233,9 @@ mod tests {
 
     #[test]
     fn paths_are_local() {
-        assert_eq!(parse("./models/x").unwrap(), SourceSpec::Local(PathBuf::from("./models/x")));
+        assert_eq!(
+            parse("./models/x").unwrap(),
+            SourceSpec::Local(PathBuf::from("./models/x"))
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use preflight_plan::PlanOptions;
+use preflight_source::hub::{self, Counters, HubClient, HubConfig};
 use preflight_source::spec::{self, SourceSpec};
 use preflight_source::{ErrorKind, SourceError};
 
@@ -17,7 +18,11 @@ const EXIT_BAD_INPUT: u8 = 2;
 const EXIT_UNREADABLE: u8 = 3;
 
 #[derive(Parser)]
-#[command(name = "preflight", version, about = "Plan a model checkpoint from its metadata alone: what it is, whether it is fully understood, what it takes to serve.")]
+#[command(
+    name = "preflight",
+    version,
+    about = "Plan a model checkpoint from its metadata alone: what it is, whether it is fully understood, what it takes to serve."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -30,7 +35,11 @@ enum Command {
     /// Exit status: 0 admissible, 1 planned but inadmissible (blocking findings),
     /// 2 bad usage or malformed input, 3 a source could not be read.
     Plan {
-        /// Checkpoint directories (config.json + safetensors), .safetensors or .gguf files.
+        /// `hf://ORG/NAME[@REV][/file.gguf]`, checkpoint directories (config.json +
+        /// safetensors, or an HF cache snapshot), .safetensors or .gguf files.
+        ///
+        /// Hub access reads HF_ENDPOINT, HF_TOKEN (else $HF_HOME/token) and HF_HUB_OFFLINE=1
+        /// (plan from the local HF cache only).
         #[arg(required = true, value_name = "SOURCE")]
         sources: Vec<String>,
         /// Print the verdict as JSON instead of a table.
@@ -47,9 +56,17 @@ fn main() -> ExitCode {
 }
 
 fn plan(sources: &[String], json: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("preflight: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_UNREADABLE);
+        }
+    };
+    let mut hub = None;
     let mut facts = Vec::with_capacity(sources.len());
     for source in sources {
-        match stage(source) {
+        match runtime.block_on(stage(source, &mut hub)) {
             Ok(f) => facts.push(f),
             Err(e) => {
                 eprintln!("preflight: {e}");
@@ -72,15 +89,24 @@ fn plan(sources: &[String], json: bool) -> ExitCode {
     } else {
         print!("{}", render::verdict(&verdict));
     }
-    ExitCode::from(if verdict.admissible { EXIT_ADMISSIBLE } else { EXIT_INADMISSIBLE })
+    ExitCode::from(if verdict.admissible {
+        EXIT_ADMISSIBLE
+    } else {
+        EXIT_INADMISSIBLE
+    })
 }
 
-fn stage(source: &str) -> Result<preflight_source::ArtifactFacts, SourceError> {
+/// Stage one source; the Hub client is built on first use, from the environment.
+async fn stage(source: &str, hub: &mut Option<HubClient>) -> Result<preflight_source::ArtifactFacts, SourceError> {
     match spec::parse(source)? {
         SourceSpec::Local(path) => preflight_source::local::stage(&path),
-        SourceSpec::Hub(hub) => Err(SourceError::Spec(spec::SpecError {
-            spec: hub.to_string(),
-            reason: "Hub sources are not supported by this build yet".into(),
-        })),
+        SourceSpec::Hub(spec) => {
+            let client = match hub {
+                Some(client) => client,
+                None => hub.insert(HubClient::new(HubConfig::from_env())?),
+            };
+            let commit = hub::stage::resolve_commit(client, &spec, &Counters::default()).await?;
+            hub::stage::stage(client, &spec, &commit).await
+        }
     }
 }

@@ -9,7 +9,7 @@ pub fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -67,7 +67,12 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
         preflight_plan::Format::Safetensors => "safetensors",
         preflight_plan::Format::Gguf => "gguf",
     };
-    let commit = a.source.commit.as_deref().map(|c| format!(" @ {}", &c[..c.len().min(12)])).unwrap_or_default();
+    let commit = a
+        .source
+        .commit
+        .as_deref()
+        .map(|c| format!(" @ {}", &c[..c.len().min(12)]))
+        .unwrap_or_default();
     let _ = writeln!(out, "{}{commit}  [{format}]", a.name);
     let row = |out: &mut String, label: &str, value: String| {
         let _ = writeln!(out, "  {label:<14}{value}");
@@ -91,26 +96,65 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
         );
         row(out, "attention", attention_summary(&arch.attention));
         if let Some(moe) = &arch.moe {
-            row(out, "moe", format!("{} experts, top-{}, {} shared, {} dense layers", moe.experts, moe.active, moe.shared, moe.dense_layers.len()));
+            row(
+                out,
+                "moe",
+                format!(
+                    "{} experts, top-{}, {} shared, {} dense layers",
+                    moe.experts,
+                    moe.active,
+                    moe.shared,
+                    moe.dense_layers.len()
+                ),
+            );
         }
         if let Some(q) = &arch.quantization {
             row(out, "quantization", format!("{}: {}", q.method, q.layout));
         }
         if arch.mtp_layers > 0 {
-            row(out, "mtp", format!("{} multi-token-prediction layer(s)", arch.mtp_layers));
+            row(
+                out,
+                "mtp",
+                format!("{} multi-token-prediction layer(s)", arch.mtp_layers),
+            );
         }
     }
     let p = &a.parameters;
-    let active = p.active_per_token.filter(|n| *n != p.total).map(|n| format!(" · {} active per token ({})", thousands(n), short(n))).unwrap_or_default();
-    row(out, "parameters", format!("{} ({}){active}", thousands(p.total), short(p.total)));
+    let active = p
+        .active_per_token
+        .filter(|n| *n != p.total)
+        .map(|n| format!(" · {} active per token ({})", thousands(n), short(n)))
+        .unwrap_or_default();
+    row(
+        out,
+        "parameters",
+        format!("{} ({}){active}", thousands(p.total), short(p.total)),
+    );
     let width = p.by_component.keys().map(String::len).max().unwrap_or(0);
     for (component, n) in &p.by_component {
-        let share = if p.total > 0 { *n as f64 * 100.0 / p.total as f64 } else { 0.0 };
+        let share = if p.total > 0 {
+            *n as f64 * 100.0 / p.total as f64
+        } else {
+            0.0
+        };
         let _ = writeln!(out, "    {component:<width$}  {:>17}  {share:5.1}%", thousands(*n));
     }
-    let dtypes = p.by_dtype.iter().map(|(d, n)| format!("{d} {}", thousands(*n))).collect::<Vec<_>>().join(" · ");
+    let dtypes = p
+        .by_dtype
+        .iter()
+        .map(|(d, n)| format!("{d} {}", thousands(*n)))
+        .collect::<Vec<_>>()
+        .join(" · ");
     row(out, "by dtype", dtypes);
-    row(out, "weights", format!("{} as stored ({} bytes)", bytes(a.weights_bytes), thousands(a.weights_bytes)));
+    row(
+        out,
+        "weights",
+        format!(
+            "{} as stored ({} bytes)",
+            bytes(a.weights_bytes),
+            thousands(a.weights_bytes)
+        ),
+    );
     if a.findings.is_empty() {
         row(out, "findings", "none".into());
         return;
@@ -140,14 +184,21 @@ fn attention_summary(layers: &[Attention]) -> String {
         let name = match layer {
             Attention::Full => "full".to_owned(),
             Attention::Sliding { window } => format!("sliding({window})"),
-            Attention::Mla { kv_lora_rank, qk_rope_head_dim } => format!("MLA(latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+            } => format!("MLA(latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
         };
         match kinds.iter_mut().find(|(k, _)| *k == name) {
             Some((_, n)) => *n += 1,
             None => kinds.push((name, 1)),
         }
     }
-    kinds.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
+    kinds
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -29,7 +29,11 @@ fn admissible_exits_zero_with_a_table() {
 
 #[test]
 fn json_is_the_verdict_document() {
-    let out = preflight(&["plan", "--json", fixtures().join("local/tiny-llama-f32.gguf").to_str().expect("utf8")]);
+    let out = preflight(&[
+        "plan",
+        "--json",
+        fixtures().join("local/tiny-llama-f32.gguf").to_str().expect("utf8"),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["schema"], preflight_plan::SCHEMA);
@@ -60,7 +64,9 @@ fn unknown_architecture_is_refused_not_approximated() {
     let dir = tempfile::tempdir().expect("tempdir");
     let copy = tiny_llama_copy(dir.path());
     let config = copy.join("config.json");
-    let text = fs::read_to_string(&config).expect("read").replace("\"llama\"", "\"llama_next\"");
+    let text = fs::read_to_string(&config)
+        .expect("read")
+        .replace("\"llama\"", "\"llama_next\"");
     fs::write(&config, text).expect("write");
     let out = preflight(&["plan", "--json", copy.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(1));

@@ -23,7 +23,10 @@ fn every_hub_fixture_plans_exactly() {
     let dir = tempfile::tempdir().expect("tempdir");
     for repo in hub_repos() {
         let path = materialize(&repo, dir.path());
-        let gguf = std::fs::read_dir(&path).expect("dir").filter_map(Result::ok).find(|e| e.path().extension().is_some_and(|x| x == "gguf"));
+        let gguf = std::fs::read_dir(&path)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .find(|e| e.path().extension().is_some_and(|x| x == "gguf"));
         let (key, path) = match gguf {
             Some(e) => (format!("{repo}/{}", e.file_name().to_string_lossy()), e.path()),
             None => (repo.clone(), path),
@@ -32,13 +35,24 @@ fn every_hub_fixture_plans_exactly() {
         let verdict = plan_path(&path);
         let artifact = &verdict.artifacts[0];
         assert!(verdict.admissible, "{key}: {:#?}", artifact.findings);
-        let raw = want.get("elements_by_dtype").or_else(|| want.get("elements_by_type")).expect("elements");
-        assert_eq!(artifact.tensor_elements_by_dtype, counts(raw), "{key}: tensor_elements_by_dtype");
+        let raw = want
+            .get("elements_by_dtype")
+            .or_else(|| want.get("elements_by_type"))
+            .expect("elements");
+        assert_eq!(
+            artifact.tensor_elements_by_dtype,
+            counts(raw),
+            "{key}: tensor_elements_by_dtype"
+        );
         let p = &artifact.parameters;
         let main = p.total - p.by_component.get("mtp").copied().unwrap_or(0);
         let oracle = want["transformers_num_parameters"].as_u64().expect("oracle");
         assert_eq!(main, oracle, "{key}: parameters.total − mtp vs transformers");
-        assert_eq!(p.by_component.values().sum::<u64>(), p.total, "{key}: components sum to the total");
+        assert_eq!(
+            p.by_component.values().sum::<u64>(),
+            p.total,
+            "{key}: components sum to the total"
+        );
         if let Some(data) = want.get("data_bytes").and_then(Value::as_u64) {
             assert_eq!(artifact.weights_bytes, data, "{key}: weights_bytes");
         }
@@ -63,7 +77,12 @@ fn gpt_oss_20b_totals_20_914_757_184() {
 #[test]
 fn moe_active_per_token_follows_the_documented_convention() {
     let dir = tempfile::tempdir().expect("tempdir");
-    for repo in ["Qwen/Qwen3-30B-A3B", "mistralai/Mixtral-8x7B-v0.1", "deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b"] {
+    for repo in [
+        "Qwen/Qwen3-30B-A3B",
+        "mistralai/Mixtral-8x7B-v0.1",
+        "deepseek-ai/DeepSeek-V3",
+        "openai/gpt-oss-20b",
+    ] {
         let verdict = plan_path(&materialize(repo, dir.path()));
         let a = &verdict.artifacts[0];
         let moe = a.architecture.as_ref().and_then(|x| x.moe.as_ref()).expect("moe");
@@ -72,7 +91,10 @@ fn moe_active_per_token_follows_the_documented_convention() {
         let mtp = p.by_component.get("mtp").copied().unwrap_or(0);
         let want = p.total - mtp - experts + experts / moe.experts * moe.active;
         assert_eq!(p.active_per_token, Some(want), "{repo}");
-        assert!(want < p.total / 2, "{repo}: a sparse model activates a minority of its parameters");
+        assert!(
+            want < p.total / 2,
+            "{repo}: a sparse model activates a minority of its parameters"
+        );
     }
 }
 
@@ -89,7 +111,11 @@ fn local_fixtures_plan_exactly() {
         assert!(verdict.admissible, "{name}: {:#?}", verdict.artifacts[0].findings);
         let want = expected[&format!("local/{name}")][field].as_u64().expect("figure");
         assert_eq!(verdict.artifacts[0].parameters.total, want, "{name}");
-        assert_eq!(verdict.artifacts[0].tensor_elements_by_dtype.values().sum::<u64>(), want, "{name}: raw elements");
+        assert_eq!(
+            verdict.artifacts[0].tensor_elements_by_dtype.values().sum::<u64>(),
+            want,
+            "{name}: raw elements"
+        );
     }
 }
 
@@ -99,7 +125,11 @@ fn attention_kinds_per_layer_come_from_the_config() {
     let dir = tempfile::tempdir().expect("tempdir");
     let kinds = |repo: &str| {
         let verdict = plan_path(&materialize(repo, dir.path()));
-        verdict.artifacts[0].architecture.clone().expect("architecture").attention
+        verdict.artifacts[0]
+            .architecture
+            .clone()
+            .expect("architecture")
+            .attention
     };
     let gpt = kinds("openai/gpt-oss-20b");
     assert_eq!(gpt.iter().filter(|a| **a == Attention::Full).count(), 12);
@@ -107,6 +137,10 @@ fn attention_kinds_per_layer_come_from_the_config() {
     let gemma = kinds("google/gemma-3-1b-it");
     assert_eq!(gemma.iter().filter(|a| **a == Attention::Full).count(), 4);
     assert_eq!(gemma[5], Attention::Full);
-    assert!(kinds("deepseek-ai/DeepSeek-V3").iter().all(|a| *a == Attention::Mla { kv_lora_rank: 512, qk_rope_head_dim: 64 }));
+    assert!(kinds("deepseek-ai/DeepSeek-V3").iter().all(|a| *a
+        == Attention::Mla {
+            kv_lora_rank: 512,
+            qk_rope_head_dim: 64
+        }));
     assert!(kinds("meta-llama/Llama-3.1-8B").iter().all(|a| *a == Attention::Full));
 }

@@ -60,5 +60,8 @@ pub fn materialize(repo: &str, dest: &Path) -> PathBuf {
 
 /// Run the built `preflight` binary.
 pub fn preflight(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_preflight")).args(args).output().expect("run preflight")
+    Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(args)
+        .output()
+        .expect("run preflight")
 }

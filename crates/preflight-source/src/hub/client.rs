@@ -1,0 +1,478 @@
+//! A thin Hugging Face Hub client on reqwest: only what staging needs, strictly.
+//!
+//! - Ranged reads are strict: a `206` whose `Content-Range` matches the request, with a body of
+//!   exactly that length, or an error — never a silent whole-file download.
+//! - Redirects are followed by hand (at most [`MAX_REDIRECTS`]): `Authorization` is sent only to
+//!   the Hub's own origin, so a CDN on another origin never sees the token; each hop is counted.
+//! - 5xx, 429 and transport failures are retried with exponential backoff, honouring
+//!   `Retry-After` / `RateLimit`; `X-Error-Code` becomes a specific [`HubError`].
+//! - Every request holds a permit: concurrency toward the Hub is bounded.
+//!
+//! **Invariant:** the token never appears in an error, a log line or a URL.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use reqwest::header::{AUTHORIZATION, CONTENT_RANGE, HeaderMap, LOCATION, RANGE, RETRY_AFTER};
+use reqwest::{Method, StatusCode, Url};
+use tokio::sync::Semaphore;
+
+use super::config::HubConfig;
+use super::error::HubError;
+use crate::spec::encode_revision;
+
+/// Redirect hops followed for one request (the Hub uses one: resolve → CDN).
+pub const MAX_REDIRECTS: usize = 5;
+/// A `Retry-After` longer than this is not waited out: the request fails with the advice.
+pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
+
+/// Work done for one staging pass or probe: the verdict's `staging` figures.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub requests: AtomicU64,
+    pub redirects: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+#[derive(Clone)]
+pub struct HubClient {
+    http: reqwest::Client,
+    config: Arc<HubConfig>,
+    endpoint: Url,
+    permits: Arc<Semaphore>,
+}
+
+/// A ranged read: the bytes and the file's full size from `Content-Range`.
+pub struct RangeRead {
+    pub bytes: Vec<u8>,
+    pub total: u64,
+}
+
+impl HubClient {
+    pub fn new(config: HubConfig) -> Result<Self, HubError> {
+        let endpoint = Url::parse(config.endpoint.trim_end_matches('/'))
+            .map_err(|e| HubError::Config(format!("HF_ENDPOINT {:?} is not a URL: {e}", config.endpoint)))?;
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("preflight/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| HubError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            http,
+            permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            endpoint,
+            config: Arc::new(config),
+        })
+    }
+
+    pub fn config(&self) -> &HubConfig {
+        &self.config
+    }
+
+    fn url(&self, path: &str) -> Url {
+        let mut url = self.endpoint.clone();
+        let base = url.path().trim_end_matches('/').to_owned();
+        url.set_path(&format!("{base}/{path}"));
+        url
+    }
+
+    /// `/{repo}/resolve/{rev}/{path}` with the revision as one encoded segment.
+    pub fn resolve_url(&self, repo: &str, revision: &str, path: &str) -> Url {
+        self.url(&format!("{repo}/resolve/{}/{path}", encode_revision(revision)))
+    }
+
+    /// Learn the commit a revision points at from `X-Repo-Commit` on a one-byte read of
+    /// `path` (the redirect to the CDN is not followed: the Hub's answer carries the header).
+    pub async fn probe(&self, repo: &str, revision: &str, path: &str, counters: &Counters) -> Result<String, HubError> {
+        let url = self.resolve_url(repo, revision, path);
+        let ctx = Context { repo, revision, path };
+        let response = self
+            .send(Method::GET, url.clone(), Some("bytes=0-0"), &ctx, counters, false)
+            .await?;
+        commit_header(response.headers()).ok_or_else(|| HubError::Protocol {
+            url: url.to_string(),
+            detail: "no X-Repo-Commit header on the Hub's answer".into(),
+        })
+    }
+
+    /// The commit and file list of a revision (`/api/models/{repo}/revision/{rev}`).
+    pub async fn repo_info(&self, repo: &str, revision: &str, counters: &Counters) -> Result<RepoInfo, HubError> {
+        let url = self.url(&format!("api/models/{repo}/revision/{}", encode_revision(revision)));
+        let ctx = Context {
+            repo,
+            revision,
+            path: "",
+        };
+        let response = self.send(Method::GET, url.clone(), None, &ctx, counters, true).await?;
+        let bytes = read_body(response, MAX_INFO_BYTES, &url, counters).await?;
+        let info: RawInfo = serde_json::from_slice(&bytes).map_err(|e| HubError::Protocol {
+            url: url.to_string(),
+            detail: format!("model info is not the Hub's JSON: {e}"),
+        })?;
+        Ok(RepoInfo {
+            sha: info.sha,
+            siblings: info.siblings.into_iter().map(|s| s.rfilename).collect(),
+        })
+    }
+
+    /// A small file, whole, at most `max` bytes.
+    pub async fn get_small(
+        &self,
+        repo: &str,
+        commit: &str,
+        path: &str,
+        max: usize,
+        counters: &Counters,
+    ) -> Result<Vec<u8>, HubError> {
+        let url = self.resolve_url(repo, commit, path);
+        let ctx = Context {
+            repo,
+            revision: commit,
+            path,
+        };
+        let response = self.send(Method::GET, url.clone(), None, &ctx, counters, true).await?;
+        read_body(response, max, &url, counters).await
+    }
+
+    /// Bytes `[start, end)` of a file (clamped by the server at the file's end).
+    pub async fn get_range(
+        &self,
+        repo: &str,
+        commit: &str,
+        path: &str,
+        start: u64,
+        end: u64,
+        counters: &Counters,
+    ) -> Result<RangeRead, HubError> {
+        let url = self.resolve_url(repo, commit, path);
+        let ctx = Context {
+            repo,
+            revision: commit,
+            path,
+        };
+        let range = format!("bytes={start}-{}", end.saturating_sub(1).max(start));
+        let attempt = || async {
+            let response = self
+                .send_once_following(Method::GET, url.clone(), Some(&range), &ctx, counters)
+                .await?;
+            let status = response.status();
+            if status == StatusCode::OK {
+                // The server ignored Range: stop before reading a multi-GB body.
+                return Err(HubError::Protocol {
+                    url: url.to_string(),
+                    detail:
+                        "the server ignored the Range header (200 instead of 206); refusing to download the whole file"
+                            .into(),
+                });
+            }
+            if status != StatusCode::PARTIAL_CONTENT {
+                return Err(HubError::Protocol {
+                    url: url.to_string(),
+                    detail: format!("expected 206 Partial Content, got {status}"),
+                });
+            }
+            let (first, last, total) = content_range(response.headers()).ok_or_else(|| HubError::Protocol {
+                url: url.to_string(),
+                detail: "206 without a valid Content-Range".into(),
+            })?;
+            let want_last = end.saturating_sub(1).min(total.saturating_sub(1));
+            if first != start || last != want_last {
+                return Err(HubError::Protocol {
+                    url: url.to_string(),
+                    detail: format!(
+                        "Content-Range bytes {first}-{last}/{total} does not answer the request for bytes {start}-{want_last}"
+                    ),
+                });
+            }
+            let len = (last - first + 1) as usize;
+            let bytes = read_body(response, len, &url, counters).await?;
+            if bytes.len() != len {
+                return Err(HubError::Truncated {
+                    url: url.to_string(),
+                    expected: len as u64,
+                    got: bytes.len() as u64,
+                });
+            }
+            Ok(RangeRead { bytes, total })
+        };
+        attempt
+            .retry(self.backoff())
+            .when(HubError::is_transient)
+            .adjust(|e: &HubError, d| e.retry_after().or(d))
+            .await
+    }
+
+    fn backoff(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.config.retry_base)
+            .with_max_delay(MAX_RETRY_WAIT)
+            .with_max_times(self.config.max_retries)
+            .with_jitter()
+    }
+
+    /// Send with retries on transient failures; errors mapped from status and `X-Error-Code`.
+    /// `follow`: follow redirects (a probe reads the Hub's own answer instead).
+    async fn send(
+        &self,
+        method: Method,
+        url: Url,
+        range: Option<&str>,
+        ctx: &Context<'_>,
+        counters: &Counters,
+        follow: bool,
+    ) -> Result<reqwest::Response, HubError> {
+        let attempt = || async {
+            if follow {
+                self.send_once_following(method.clone(), url.clone(), range, ctx, counters)
+                    .await
+            } else {
+                Counters::add(&counters.requests, 1);
+                self.send_once(method.clone(), url.clone(), range, ctx).await
+            }
+        };
+        attempt
+            .retry(self.backoff())
+            .when(HubError::is_transient)
+            .adjust(|e: &HubError, d| e.retry_after().or(d))
+            .await
+    }
+
+    /// One logical request: redirects followed by hand, the token kept on the Hub's origin.
+    async fn send_once_following(
+        &self,
+        method: Method,
+        url: Url,
+        range: Option<&str>,
+        ctx: &Context<'_>,
+        counters: &Counters,
+    ) -> Result<reqwest::Response, HubError> {
+        Counters::add(&counters.requests, 1);
+        let mut url = url;
+        for hop in 0..=MAX_REDIRECTS {
+            let response = self.send_once(method.clone(), url.clone(), range, ctx).await?;
+            if !response.status().is_redirection() {
+                return Ok(response);
+            }
+            let location = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .ok_or_else(|| HubError::Protocol {
+                    url: url.to_string(),
+                    detail: "redirect without a Location".into(),
+                })?;
+            url = url.join(location).map_err(|e| HubError::Protocol {
+                url: url.to_string(),
+                detail: format!("bad redirect Location: {e}"),
+            })?;
+            if hop < MAX_REDIRECTS {
+                Counters::add(&counters.redirects, 1);
+            }
+        }
+        Err(HubError::Protocol {
+            url: url.to_string(),
+            detail: format!("more than {MAX_REDIRECTS} redirects"),
+        })
+    }
+
+    /// One HTTP exchange (counted by the caller). Redirects are returned, not followed;
+    /// errors are mapped.
+    async fn send_once(
+        &self,
+        method: Method,
+        url: Url,
+        range: Option<&str>,
+        ctx: &Context<'_>,
+    ) -> Result<reqwest::Response, HubError> {
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| HubError::Config("the request pool is closed".into()))?;
+        let mut request = self
+            .http
+            .request(method, url.clone())
+            .timeout(self.config.request_timeout);
+        if let Some(range) = range {
+            request = request.header(RANGE, range);
+        }
+        if let Some(token) = &self.config.token
+            && url.origin() == self.endpoint.origin()
+        {
+            request = request.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| HubError::transport(&url, e, self.config.request_timeout))?;
+        let status = response.status();
+        if status.is_success() || status.is_redirection() {
+            return Ok(response);
+        }
+        Err(map_status(&response, ctx, self.config.token.is_some(), &url))
+    }
+}
+
+/// Largest model-info JSON accepted (DeepSeek-V3's is ~20 KB).
+const MAX_INFO_BYTES: usize = 8 << 20;
+
+pub struct RepoInfo {
+    pub sha: String,
+    pub siblings: Vec<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawInfo {
+    sha: String,
+    #[serde(default)]
+    siblings: Vec<RawSibling>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawSibling {
+    rfilename: String,
+}
+
+struct Context<'a> {
+    repo: &'a str,
+    revision: &'a str,
+    path: &'a str,
+}
+
+fn commit_header(headers: &HeaderMap) -> Option<String> {
+    let commit = headers.get("x-repo-commit")?.to_str().ok()?;
+    crate::spec::is_commit(commit).then(|| commit.to_owned())
+}
+
+/// `bytes a-b/total` → `(a, b, total)`.
+fn content_range(headers: &HeaderMap) -> Option<(u64, u64, u64)> {
+    let value = headers.get(CONTENT_RANGE)?.to_str().ok()?;
+    let (range, total) = value.strip_prefix("bytes ")?.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    let (a, b, total) = (a.parse().ok()?, b.parse().ok()?, total.parse().ok()?);
+    (a <= b && b < total).then_some((a, b, total))
+}
+
+/// Read a body, refusing more than `max` bytes.
+async fn read_body(
+    mut response: reqwest::Response,
+    max: usize,
+    url: &Url,
+    counters: &Counters,
+) -> Result<Vec<u8>, HubError> {
+    // Taken before reading: reqwest's figure shrinks as the body is consumed.
+    let declared = response.content_length();
+    if declared.is_some_and(|len| len > max as u64) {
+        return Err(HubError::TooLarge {
+            url: url.to_string(),
+            max: max as u64,
+        });
+    }
+    let mut body = Vec::with_capacity(declared.map_or(0, |l| l as usize).min(max));
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                Counters::add(&counters.bytes, chunk.len() as u64);
+                if body.len() + chunk.len() > max {
+                    return Err(HubError::TooLarge {
+                        url: url.to_string(),
+                        max: max as u64,
+                    });
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            // The connection ended early (or broke): the body is short.
+            Err(_) => {
+                return Err(HubError::Truncated {
+                    url: url.to_string(),
+                    expected: declared.unwrap_or(0),
+                    got: body.len() as u64,
+                });
+            }
+        }
+    }
+    if let Some(len) = declared
+        && body.len() as u64 != len
+    {
+        return Err(HubError::Truncated {
+            url: url.to_string(),
+            expected: len,
+            got: body.len() as u64,
+        });
+    }
+    Ok(body)
+}
+
+/// Seconds from `Retry-After` (seconds form) or the `RateLimit` header's `t=` reset.
+pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    if let Some(secs) = headers
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    {
+        return Some(Duration::from_secs(secs));
+    }
+    let ratelimit = headers.get("ratelimit")?.to_str().ok()?;
+    ratelimit
+        .split(';')
+        .find_map(|part| part.trim().strip_prefix("t=")?.parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+fn map_status(response: &reqwest::Response, ctx: &Context<'_>, has_token: bool, url: &Url) -> HubError {
+    let status = response.status();
+    let code = response
+        .headers()
+        .get("x-error-code")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let repo = ctx.repo.to_owned();
+    match (status.as_u16(), code) {
+        (_, "GatedRepo") if !has_token => HubError::GatedNoToken { repo },
+        (_, "GatedRepo") => HubError::GatedDenied { repo },
+        (_, "RepoNotFound") => HubError::RepoNotFound { repo },
+        (_, "RevisionNotFound") => HubError::RevisionNotFound {
+            repo,
+            revision: ctx.revision.to_owned(),
+        },
+        (_, "EntryNotFound") => HubError::EntryNotFound {
+            repo,
+            revision: ctx.revision.to_owned(),
+            path: ctx.path.to_owned(),
+        },
+        (401, _) if has_token => HubError::Unauthorized { repo },
+        (401, _) => HubError::RepoNotFound { repo },
+        (403, _) => HubError::GatedDenied { repo },
+        (404, _) => HubError::EntryNotFound {
+            repo,
+            revision: ctx.revision.to_owned(),
+            path: ctx.path.to_owned(),
+        },
+        (416, _) => HubError::Protocol {
+            url: url.to_string(),
+            detail: "416 Range Not Satisfiable".into(),
+        },
+        (429, _) => HubError::RateLimited {
+            url: url.to_string(),
+            retry_after: retry_after(response.headers()),
+        },
+        (s, _) if s >= 500 => HubError::Upstream {
+            url: url.to_string(),
+            status: s,
+        },
+        (s, _) => HubError::Protocol {
+            url: url.to_string(),
+            detail: format!("unexpected status {s}"),
+        },
+    }
+}

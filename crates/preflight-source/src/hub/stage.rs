@@ -1,0 +1,411 @@
+//! Staging a Hub source at a resolved commit — never at the branch name, which may move
+//! between probe and read. The fewest requests and bytes: the shard list from one model-info
+//! call, config and index whole, then **one ranged GET per shard**, sized from the tensor names
+//! the index assigns it (calibrated on the first shard read), with a second read only when a
+//! guess falls short. GGUF headers are read in growing chunks. `tokenizer.json` is never read.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::future::try_join_all;
+use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile, SourceRef, StagingStats};
+use preflight_formats::{config, gguf, index, safetensors};
+
+use super::cache;
+use super::client::{Counters, HubClient};
+use super::error::HubError;
+use crate::error::SourceError;
+use crate::spec::HubSpec;
+
+const CONFIG: &str = "config.json";
+const INDEX: &str = "model.safetensors.index.json";
+const SINGLE: &str = "model.safetensors";
+/// First read of a safetensors file whose tensor names are unknown (no index): most headers
+/// of single-file models fit (Qwen3-0.6B's is 35 KB).
+const UNKNOWN_HEADER_GUESS: u64 = 128 << 10;
+/// Bytes per index entry beyond its name before any header was seen: a generous
+/// `"name":{"dtype":"F8_E4M3","shape":[18432,7168],"data_offsets":[…,…]},`.
+const FIRST_ENTRY_OVERHEAD: u64 = 96;
+/// Slack added to a calibrated guess, per entry and in total.
+const ENTRY_SLACK: u64 = 4;
+const GUESS_SLACK: u64 = 256;
+/// First read of a GGUF; doubled until the header parses.
+const GGUF_FIRST_READ: u64 = 1 << 20;
+
+/// Resolve the commit to read: a pinned revision as is; offline, the cache's ref; otherwise
+/// one probe (`X-Repo-Commit` on a one-byte read), counted in `counters`.
+pub async fn resolve_commit(client: &HubClient, spec: &HubSpec, counters: &Counters) -> Result<String, SourceError> {
+    let revision = spec.revision_or_main();
+    if spec.is_pinned() {
+        return Ok(revision.to_owned());
+    }
+    let config = client.config();
+    if config.offline {
+        return cache::cached_ref(&config.hf_home, &spec.repo, revision).ok_or_else(|| {
+            HubError::Offline {
+                what: format!("the ref {revision:?} of {}", spec.repo),
+            }
+            .into()
+        });
+    }
+    let path = spec.file.as_deref().unwrap_or(CONFIG);
+    match client.probe(&spec.repo, revision, path, counters).await {
+        Ok(commit) => Ok(commit),
+        // A repo without config.json (GGUF-only): ask the revision API instead.
+        Err(HubError::EntryNotFound { .. }) if spec.file.is_none() => {
+            Ok(client.repo_info(&spec.repo, revision, counters).await?.sha)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Stage `spec` at `commit`: from the HF cache when the snapshot holds everything, else over
+/// HTTP. Nothing is returned unless every read succeeded.
+pub async fn stage(client: &HubClient, spec: &HubSpec, commit: &str) -> Result<ArtifactFacts, SourceError> {
+    let hub = client.config();
+    let source = SourceRef {
+        spec: spec.to_string(),
+        repo: Some(spec.repo.clone()),
+        revision: spec.revision.clone(),
+        commit: Some(commit.to_owned()),
+        pinned: spec.is_pinned(),
+    };
+    if let Some(snapshot) = cache::snapshot(&hub.hf_home, &spec.repo, commit) {
+        let path = spec
+            .file
+            .as_ref()
+            .map_or_else(|| snapshot.clone(), |f| snapshot.join(f));
+        match crate::local::stage(&path) {
+            Ok(mut facts) if complete(&facts.content) => {
+                facts.staging.commit = Some(commit.to_owned());
+                facts.source = source;
+                return Ok(facts);
+            }
+            Ok(_) | Err(_) if !hub.offline => {}
+            Ok(_) => {
+                return Err(HubError::Offline {
+                    what: format!("every file of {spec} at {commit}"),
+                }
+                .into());
+            }
+            Err(e) => return Err(e),
+        }
+    } else if hub.offline {
+        return Err(HubError::Offline {
+            what: format!("{spec} at {commit}"),
+        }
+        .into());
+    }
+    let counters = Counters::default();
+    let budget = Budget::new(hub.max_header_bytes);
+    let reader = Reader {
+        client,
+        repo: &spec.repo,
+        commit,
+        counters: &counters,
+        budget: &budget,
+    };
+    let (config, content, files) = match &spec.file {
+        Some(file) if file.ends_with(".gguf") => (None, reader.gguf(file).await?, 0),
+        Some(file) if file.ends_with(".safetensors") => {
+            let file = reader.safetensors(file, UNKNOWN_HEADER_GUESS).await?;
+            (
+                None,
+                Content::Safetensors {
+                    files: vec![file],
+                    index: None,
+                    missing_files: vec![],
+                },
+                0,
+            )
+        }
+        Some(file) => {
+            return Err(SourceError::NotACheckpoint {
+                path: file.into(),
+                reason: "a file source must be a .gguf or .safetensors file".into(),
+            });
+        }
+        None => reader.repo().await?,
+    };
+    let header_bytes = budget.used();
+    let parsed = match &content {
+        Content::Safetensors { files, .. } => files.len(),
+        Content::Gguf { parts, .. } => parts.len(),
+    };
+    let staging = StagingStats {
+        commit: Some(commit.to_owned()),
+        files: (files + parsed) as u64,
+        requests: counters.requests.load(Ordering::Relaxed),
+        redirects: counters.redirects.load(Ordering::Relaxed),
+        bytes_fetched: counters.bytes.load(Ordering::Relaxed),
+        header_bytes,
+    };
+    Ok(ArtifactFacts {
+        source,
+        config,
+        content,
+        staging,
+    })
+}
+
+/// Everything the content names is present (a cache snapshot may hold only some shards).
+fn complete(content: &Content) -> bool {
+    match content {
+        Content::Safetensors { missing_files, .. } => missing_files.is_empty(),
+        Content::Gguf { missing_parts, .. } => missing_parts.is_empty(),
+    }
+}
+
+/// Header bytes one plan may still read.
+struct Budget {
+    max: u64,
+    used: AtomicU64,
+}
+
+impl Budget {
+    fn new(max: u64) -> Self {
+        Self {
+            max,
+            used: AtomicU64::new(0),
+        }
+    }
+
+    fn take(&self, n: u64, file: &str) -> Result<(), SourceError> {
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        if used > self.max {
+            return Err(SourceError::HeaderTooLarge {
+                file: file.to_owned(),
+                max: self.max,
+            });
+        }
+        Ok(())
+    }
+
+    fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+struct Reader<'a> {
+    client: &'a HubClient,
+    repo: &'a str,
+    commit: &'a str,
+    counters: &'a Counters,
+    budget: &'a Budget,
+}
+
+impl Reader<'_> {
+    /// A whole repo: list, config, index, every shard header (or the GGUF).
+    /// Returns the small files read alongside the content.
+    async fn repo(&self) -> Result<(Option<config::Config>, Content, usize), SourceError> {
+        let info = self.client.repo_info(self.repo, self.commit, self.counters).await?;
+        let has = |p: &str| info.siblings.iter().any(|s| s == p);
+        let mut small_files = 0;
+        let config = if has(CONFIG) {
+            small_files += 1;
+            let bytes = self
+                .client
+                .get_small(self.repo, self.commit, CONFIG, config::MAX_CONFIG_BYTES, self.counters)
+                .await?;
+            Some(config::parse(&bytes).map_err(|source| SourceError::Config {
+                file: CONFIG.into(),
+                source,
+            })?)
+        } else {
+            None
+        };
+        if has(INDEX) {
+            small_files += 1;
+            let bytes = self
+                .client
+                .get_small(self.repo, self.commit, INDEX, index::MAX_INDEX_BYTES, self.counters)
+                .await?;
+            let index = index::parse(&bytes).map_err(|source| SourceError::Index {
+                file: INDEX.into(),
+                source,
+            })?;
+            let (files, missing_files) = self.shards(&index, |s| has(s)).await?;
+            return Ok((
+                config,
+                Content::Safetensors {
+                    files,
+                    index: Some(index),
+                    missing_files,
+                },
+                small_files,
+            ));
+        }
+        let root_files: Vec<&String> = info.siblings.iter().filter(|s| !s.contains('/')).collect();
+        let shards: Vec<&String> = root_files
+            .iter()
+            .copied()
+            .filter(|s| s.ends_with(".safetensors"))
+            .collect();
+        if !shards.is_empty() {
+            let reads = shards.iter().map(|s| self.safetensors(s, UNKNOWN_HEADER_GUESS));
+            let files = try_join_all(reads).await?;
+            return Ok((
+                config,
+                Content::Safetensors {
+                    files,
+                    index: None,
+                    missing_files: vec![],
+                },
+                small_files,
+            ));
+        }
+        let first_parts: Vec<&String> = root_files
+            .into_iter()
+            .filter(|s| s.ends_with(".gguf") && gguf::split_part(s).is_none_or(|(i, _)| i == 1))
+            .collect();
+        match first_parts.as_slice() {
+            [one] => Ok((config, self.gguf(one).await?, small_files)),
+            [] => Err(SourceError::NotACheckpoint {
+                path: self.repo.into(),
+                reason: format!("no {INDEX}, {SINGLE}, .safetensors or .gguf files at {}", self.commit),
+            }),
+            many => Err(SourceError::NotACheckpoint {
+                path: self.repo.into(),
+                reason: format!(
+                    "several GGUF files ({}): name one, as hf://{}/FILE.gguf",
+                    many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "),
+                    self.repo
+                ),
+            }),
+        }
+    }
+
+    /// Every shard the index names: the first alone, to calibrate the size guesses, then the
+    /// rest concurrently (the client bounds how many are in flight).
+    async fn shards(
+        &self,
+        index: &index::Index,
+        present: impl Fn(&str) -> bool,
+    ) -> Result<(Vec<SafetensorsFile>, Vec<String>), SourceError> {
+        let mut names_by_shard: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for (tensor, shard) in &index.weight_map {
+            let entry = names_by_shard.entry(shard.as_str()).or_default();
+            entry.0 += 1;
+            entry.1 += tensor.len() as u64;
+        }
+        let (shards, missing): (Vec<&str>, Vec<&str>) = index.shards().into_iter().partition(|s| present(s));
+        let Some((first, rest)) = shards.split_first() else {
+            return Ok((vec![], missing.into_iter().map(str::to_owned).collect()));
+        };
+        let guess = |overhead: u64, shard: &str| {
+            let (count, names) = names_by_shard.get(shard).copied().unwrap_or_default();
+            8 + names + count * overhead + GUESS_SLACK
+        };
+        let first_file = self.safetensors(first, guess(FIRST_ENTRY_OVERHEAD, first)).await?;
+        let (count, names) = names_by_shard.get(first).copied().unwrap_or_default();
+        let overhead = match count {
+            0 => FIRST_ENTRY_OVERHEAD,
+            n => first_file.header.json_len.saturating_sub(names).div_ceil(n) + ENTRY_SLACK,
+        };
+        let mut files = vec![first_file];
+        files.extend(try_join_all(rest.iter().map(|s| self.safetensors(s, guess(overhead, s)))).await?);
+        Ok((files, missing.into_iter().map(str::to_owned).collect()))
+    }
+
+    /// One safetensors header: a ranged GET of `guess` bytes, and the remainder if short.
+    async fn safetensors(&self, name: &str, guess: u64) -> Result<SafetensorsFile, SourceError> {
+        let bad = |source| SourceError::Safetensors {
+            file: name.to_owned(),
+            source,
+        };
+        let first = self
+            .client
+            .get_range(self.repo, self.commit, name, 0, guess.max(8), self.counters)
+            .await?;
+        let total = first.total;
+        let mut prefix = first.bytes;
+        let need = safetensors::required_prefix(&prefix).map_err(bad)?;
+        if need > total {
+            return Err(bad(safetensors::HeaderError::LongerThanFile {
+                len: need - 8,
+                file_size: total,
+            }));
+        }
+        if need > prefix.len() as u64 {
+            self.budget.take(need, name)?;
+            let rest = self
+                .client
+                .get_range(self.repo, self.commit, name, prefix.len() as u64, need, self.counters)
+                .await?;
+            prefix.extend(rest.bytes);
+        } else {
+            self.budget.take(need, name)?;
+        }
+        prefix.truncate(need as usize);
+        let header = safetensors::parse(&prefix, Some(total)).map_err(bad)?;
+        Ok(SafetensorsFile {
+            name: name.to_owned(),
+            size: Some(total),
+            header,
+        })
+    }
+
+    /// A GGUF (and the other parts of a split GGUF), each header read in doubling chunks.
+    async fn gguf(&self, first: &str) -> Result<Content, SourceError> {
+        let names = gguf::split_siblings(first).unwrap_or_else(|| vec![first.to_owned()]);
+        let reads = names.iter().map(|name| async move {
+            match self.gguf_part(name).await {
+                Ok(part) => Ok(Some(part)),
+                Err(SourceError::Hub(HubError::EntryNotFound { .. })) if name != first => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        let results = try_join_all(reads).await?;
+        let mut parts = Vec::new();
+        let mut missing_parts = Vec::new();
+        for (name, part) in names.iter().zip(results) {
+            match part {
+                Some(p) => parts.push(p),
+                None => missing_parts.push(name.clone()),
+            }
+        }
+        Ok(Content::Gguf { parts, missing_parts })
+    }
+
+    async fn gguf_part(&self, name: &str) -> Result<GgufFile, SourceError> {
+        let first = self
+            .client
+            .get_range(self.repo, self.commit, name, 0, GGUF_FIRST_READ, self.counters)
+            .await?;
+        let total = first.total;
+        let mut prefix = first.bytes;
+        loop {
+            let have = prefix.len() as u64;
+            match gguf::parse(&prefix, Some(total)) {
+                Ok(header) => {
+                    self.budget.take(header.header_bytes, name)?;
+                    return Ok(GgufFile {
+                        name: name.to_owned(),
+                        size: Some(total),
+                        header,
+                    });
+                }
+                Err(gguf::GgufError::Truncated { need, .. }) if have < total && need <= total => {
+                    let target = need.max(have * 2).min(total);
+                    if target > self.budget.max {
+                        return Err(SourceError::HeaderTooLarge {
+                            file: name.to_owned(),
+                            max: self.budget.max,
+                        });
+                    }
+                    let more = self
+                        .client
+                        .get_range(self.repo, self.commit, name, have, target, self.counters)
+                        .await?;
+                    prefix.extend(more.bytes);
+                }
+                Err(source) => {
+                    return Err(SourceError::Gguf {
+                        file: name.to_owned(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+}
