@@ -48,13 +48,13 @@ enum OneOrMany {
 }
 
 impl OneOrMany {
-    fn checked(self) -> Result<Vec<Fault>, Response> {
+    fn checked(self) -> Result<Vec<Fault>, String> {
         let faults = match self {
             OneOrMany::One(f) => vec![f],
             OneOrMany::Many(fs) => fs,
         };
         match faults.iter().find_map(Fault::problem) {
-            Some(problem) => Err(bad_request(&problem)),
+            Some(problem) => Err(problem),
             None => Ok(faults),
         }
     }
@@ -66,7 +66,7 @@ async fn add_faults(State(shared): State<Arc<Shared>>, Json(body): Json<OneOrMan
             shared.faults.extend(faults);
             Json(shared.faults.snapshot()).into_response()
         }
-        Err(resp) => resp,
+        Err(problem) => bad_request(&problem),
     }
 }
 
@@ -76,7 +76,7 @@ async fn set_faults(State(shared): State<Arc<Shared>>, Json(body): Json<OneOrMan
             shared.faults.replace(faults);
             Json(shared.faults.snapshot()).into_response()
         }
-        Err(resp) => resp,
+        Err(problem) => bad_request(&problem),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `GET /api/models/{repo}[/revision/{rev}]` (model info) and `/api/models/{repo}/tree/…`,
 //! shaped as `huggingface_hub`'s `ModelInfo`, `RepoFile` and `RepoFolder` read them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use axum::Json;
@@ -64,14 +64,25 @@ pub(crate) async fn models(
     repo_id: &str,
     rest: &[&str],
     query: &str,
+    body: &[u8],
 ) -> Result<Response<Body>, HubError> {
+    let repo = open_repo(call, repo_id, Need::Metadata)?;
+    let params = pairs(query.as_bytes());
+    if let ["paths-info", rev @ ..] = rest {
+        if call.method != Method::POST {
+            return Err(HubError::MethodNotAllowed);
+        }
+        return match split_revision(rev) {
+            Some((rev, [])) => {
+                let commit = resolve_revision(call, repo, &rev)?;
+                paths_info(call, &commit, body).await
+            }
+            _ => Err(HubError::NoRoute),
+        };
+    }
     if call.method != Method::GET && call.method != Method::HEAD {
         return Err(HubError::MethodNotAllowed);
     }
-    let repo = open_repo(call, repo_id, Need::Metadata)?;
-    let params: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes())
-        .map(|(k, v)| (k.into_owned(), v.into_owned()))
-        .collect();
     match rest {
         [] => model_info(call, repo, "main", &params).await,
         ["revision", rev @ ..] => match split_revision(rev) {
@@ -106,11 +117,7 @@ async fn model_info(
         )));
     }
     let blobs = flag(params, "blobs")? || expand.contains(&"siblings");
-    let hashes = if blobs {
-        Some(all_hashes(&commit).await?)
-    } else {
-        None
-    };
+    let hashes = if blobs { Some(all_hashes(&commit).await?) } else { None };
     let safetensors = {
         let commit = Arc::clone(&commit);
         tokio::task::spawn_blocking(move || {
@@ -171,9 +178,9 @@ async fn model_info(
             if let Some(h) = hashes.as_ref().and_then(|h| h.get(path)) {
                 sibling["size"] = entry.size.into();
                 sibling["blobId"] = h.oid.clone().into();
-                if let (Some(sha256), Some(pointer)) = (&h.sha256, &h.pointer) {
+                if let Some(lfs) = &h.lfs {
                     sibling["lfs"] = json!({
-                        "sha256": sha256, "size": entry.size, "pointerSize": pointer.len()
+                        "sha256": lfs.sha256, "size": entry.size, "pointerSize": lfs.pointer.len()
                     });
                 }
             }
@@ -235,22 +242,13 @@ fn config_summary(config: &Value, commit: &Commit) -> Value {
         }
     }
     if let Some(method) = config.pointer("/quantization_config/quant_method") {
-        summary.insert(
-            "quantization_config".into(),
-            json!({ "quant_method": method }),
-        );
+        summary.insert("quantization_config".into(), json!({ "quant_method": method }));
     }
     if let Some(tokenizer) = read_json(commit, "tokenizer_config.json") {
-        let picked: Map<String, Value> = [
-            "bos_token",
-            "eos_token",
-            "pad_token",
-            "unk_token",
-            "chat_template",
-        ]
-        .iter()
-        .filter_map(|k| tokenizer.get(*k).map(|v| ((*k).to_owned(), v.clone())))
-        .collect();
+        let picked: Map<String, Value> = ["bos_token", "eos_token", "pad_token", "unk_token", "chat_template"]
+            .iter()
+            .filter_map(|k| tokenizer.get(*k).map(|v| ((*k).to_owned(), v.clone())))
+            .collect();
         if !picked.is_empty() {
             summary.insert("tokenizer_config".into(), Value::Object(picked));
         }
@@ -312,20 +310,20 @@ async fn tree(
     } else {
         format!("{dir}/")
     };
-    // Path -> Some(file path) for files, None for directories.
-    let mut entries: BTreeMap<String, Option<&str>> = BTreeMap::new();
+    // Every file and directory below `dir`, as a sorted set of paths.
+    let mut entries: BTreeSet<String> = BTreeSet::new();
     for path in commit.files.keys().filter(|p| p.starts_with(&prefix)) {
         let below = &path[prefix.len()..];
         let mut at = 0;
         while let Some(slash) = below[at..].find('/') {
-            entries.insert(format!("{prefix}{}", &below[..at + slash]), None);
+            entries.insert(format!("{prefix}{}", &below[..at + slash]));
             at += slash + 1;
             if !recursive {
                 break;
             }
         }
         if recursive || !below.contains('/') {
-            entries.insert(path.clone(), Some(path.as_str()));
+            entries.insert(path.clone());
         }
     }
     if entries.is_empty() && !dir.is_empty() {
@@ -339,40 +337,76 @@ async fn tree(
         .iter()
         .skip(cursor)
         .take(limit)
-        .map(|(path, file)| {
-            let mut entry = match file.and_then(|f| Some((commit.file(f)?, hashes.get(f)?))) {
-                Some((file, h)) => {
-                    let mut e = json!({
-                        "type": "file", "oid": h.oid, "size": file.size, "path": path
-                    });
-                    if let (Some(sha256), Some(pointer)) = (&h.sha256, &h.pointer) {
-                        e["lfs"] = json!({
-                            "oid": sha256, "size": file.size, "pointerSize": pointer.len()
-                        });
-                    }
-                    e
-                }
-                None => json!({
-                    "type": "directory", "oid": directory_oid(path, &hashes), "size": 0, "path": path
-                }),
-            };
-            if expand {
-                entry["lastCommit"] = json!({
-                    "id": commit.sha, "title": "Fixture commit", "date": FIXTURE_DATE
-                });
-            }
-            entry
-        })
+        .map(|path| path_json(commit, path, &hashes, expand))
         .collect();
 
     let mut resp = Json(page).into_response();
-    if cursor + limit < entries.len() {
-        let link = next_link(call, params, cursor + limit);
+    let next = cursor.saturating_add(limit);
+    if next < entries.len() {
+        let link = next_link(call, params, next);
         if let Ok(v) = HeaderValue::from_str(&link) {
             resp.headers_mut().insert(header::LINK, v);
         }
     }
     Ok(resp)
+}
+
+/// `POST /api/models/{repo}/paths-info/{rev}` with `paths=…&paths=…[&expand=…]` (a form,
+/// as `huggingface_hub.get_paths_info` sends it): entries for the paths that exist, in the
+/// order asked; missing ones are left out, as the Hub does.
+async fn paths_info(call: &Call, commit: &Arc<Commit>, body: &[u8]) -> Result<Response<Body>, HubError> {
+    let is_json = call
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let (paths, expand) = if is_json {
+        let value: Value =
+            serde_json::from_slice(body).map_err(|e| HubError::BadRequest(format!("invalid JSON body: {e}")))?;
+        let paths = value["paths"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default();
+        (paths, value["expand"].as_bool().unwrap_or(false))
+    } else {
+        let form = pairs(body);
+        let paths: Vec<String> = form
+            .iter()
+            .filter(|(k, _)| k == "paths" || k == "paths[]")
+            .map(|(_, v)| v.clone())
+            .collect();
+        (paths, flag(&form, "expand")?)
+    };
+    let hashes = all_hashes(commit).await?;
+    let found: Vec<Value> = paths
+        .iter()
+        .map(|p| p.trim_matches('/'))
+        .filter(|p| commit.file(p).is_some() || commit.files.keys().any(|f| f.starts_with(&format!("{p}/"))))
+        .map(|p| path_json(commit, p, &hashes, expand))
+        .collect();
+    Ok(Json(found).into_response())
+}
+
+/// One tree entry as `RepoFile`/`RepoFolder` read it; `path` is a file or a directory.
+fn path_json(commit: &Commit, path: &str, hashes: &BTreeMap<String, Hashes>, expand: bool) -> Value {
+    let mut entry = match commit.file(path).zip(hashes.get(path)) {
+        Some((file, h)) => {
+            let mut e = json!({"type": "file", "oid": h.oid, "size": file.size, "path": path});
+            if let Some(lfs) = &h.lfs {
+                e["lfs"] = json!({"oid": lfs.sha256, "size": file.size, "pointerSize": lfs.pointer.len()});
+            }
+            e
+        }
+        None => json!({
+            "type": "directory", "oid": directory_oid(path, hashes), "size": 0, "path": path
+        }),
+    };
+    if expand {
+        entry["lastCommit"] = json!({
+            "id": commit.sha, "title": "Fixture commit", "date": FIXTURE_DATE
+        });
+    }
+    entry
 }
 
 /// `Link: <…&cursor=N>; rel="next"`, the request's own URL with the cursor moved on.
@@ -383,11 +417,7 @@ fn next_link(call: &Call, params: &[(String, String)], cursor: usize) -> String 
         query.append_pair(k, v);
     }
     query.append_pair("cursor", &cursor.to_string());
-    format!(
-        "<{}{path}?{}>; rel=\"next\"",
-        call.shared.hub_url,
-        query.finish()
-    )
+    format!("<{}{path}?{}>; rel=\"next\"", call.shared.hub_url, query.finish())
 }
 
 /// Not git's tree hash (that would need modes and the whole subtree), but stable and
@@ -426,12 +456,14 @@ fn object_id(repo: &str) -> String {
     store::git_blob_oid(repo.as_bytes())[..24].to_owned()
 }
 
+fn pairs(encoded: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(encoded)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
 fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .rev()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
+    params.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
 fn flag(params: &[(String, String)], name: &str) -> Result<bool, HubError> {

@@ -1,11 +1,13 @@
 //! Response bodies: file content streamed from disk then zeros, and the meter every response
 //! passes through (byte counting for the log, truncation for the fault).
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
@@ -27,12 +29,7 @@ pub(crate) struct ContentBody {
 }
 
 impl ContentBody {
-    pub async fn open(
-        disk: &std::path::Path,
-        stored: u64,
-        start: u64,
-        len: u64,
-    ) -> io::Result<ContentBody> {
+    pub async fn open(disk: &std::path::Path, stored: u64, start: u64, len: u64) -> io::Result<ContentBody> {
         let file_left = stored.saturating_sub(start).min(len);
         let file = if file_left > 0 {
             let mut file = tokio::fs::File::open(disk).await?;
@@ -54,10 +51,7 @@ impl http_body::Body for ContentBody {
     type Data = Bytes;
     type Error = io::Error;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         let this = self.get_mut();
         if this.file_left > 0 {
             let Some(file) = this.file.as_mut() else {
@@ -97,6 +91,10 @@ impl http_body::Body for ContentBody {
     }
 }
 
+/// How long a truncated body stalls before the connection is dropped: hyper flushes what it
+/// has while the body is pending, so the client really receives the partial body first.
+const TRUNCATE_STALL: Duration = Duration::from_millis(20);
+
 /// Counts the bytes handed to hyper into the request log and, for the truncation fault,
 /// stops at `cut_at` with an error, which makes hyper drop the connection mid-body.
 pub(crate) struct Metered {
@@ -104,6 +102,7 @@ pub(crate) struct Metered {
     sent: Arc<AtomicU64>,
     cut_at: Option<u64>,
     sent_here: u64,
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
 impl Metered {
@@ -113,6 +112,7 @@ impl Metered {
             sent,
             cut_at,
             sent_here: 0,
+            stall: None,
         }
     }
 }
@@ -121,12 +121,13 @@ impl http_body::Body for Metered {
     type Data = Bytes;
     type Error = axum::Error;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         let this = self.get_mut();
         if this.cut_at.is_some_and(|cut| this.sent_here >= cut) {
+            let stall = this
+                .stall
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(TRUNCATE_STALL)));
+            ready!(stall.as_mut().poll(cx));
             return Poll::Ready(Some(Err(axum::Error::new(io::Error::other(
                 "body truncated by fault switch",
             )))));

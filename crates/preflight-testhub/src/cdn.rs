@@ -20,11 +20,7 @@ use crate::log::Call;
 use crate::store;
 
 /// Unreserved characters stay as they are; everything else in a segment is encoded.
-const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'.')
-    .remove(b'_')
-    .remove(b'~');
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
 
 /// Where the Hub origin redirects a large file: `/lfs/{repo}/{commit}/{path}?sig=…`.
 pub(crate) fn signed_url(shared: &Shared, repo: &str, commit: &str, path: &str) -> String {
@@ -50,14 +46,11 @@ fn signature(shared: &Shared, repo: &str, commit: &str, path: &str) -> String {
 }
 
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response<Body> {
-    let call = Call::new(shared, Origin::Cdn, &req);
-    let uri = req.uri().clone();
-    drop(req);
+    let (parts, _) = req.into_parts();
+    let call = Call::new(shared, Origin::Cdn, &parts);
     let resp = match call.before().await {
         Some(resp) => resp,
-        None => serve(&call, &uri)
-            .await
-            .unwrap_or_else(HubError::into_response),
+        None => serve(&call, &parts.uri).await.unwrap_or_else(HubError::into_response),
     };
     call.finish(resp)
 }
@@ -99,8 +92,8 @@ async fn serve(call: &Call, uri: &Uri) -> Result<Response<Body>, HubError> {
     let hashes = store::hashes_of(&commit, &path).await?;
 
     let mut headers = HeaderMap::new();
-    if let Some(sha256) = &hashes.sha256 {
-        insert(&mut headers, "etag", &format!("\"{sha256}\""));
+    if let Some(lfs) = &hashes.lfs {
+        insert(&mut headers, "etag", &format!("\"{}\"", lfs.sha256));
     }
     headers.insert(
         header::CONTENT_TYPE,
@@ -110,10 +103,7 @@ async fn serve(call: &Call, uri: &Uri) -> Result<Response<Body>, HubError> {
     insert(
         &mut headers,
         "content-disposition",
-        &format!(
-            "inline; filename*=UTF-8''{}",
-            utf8_percent_encode(file_name, SEGMENT)
-        ),
+        &format!("inline; filename*=UTF-8''{}", utf8_percent_encode(file_name, SEGMENT)),
     );
     let source = Source::Disk {
         path: entry.disk.clone(),

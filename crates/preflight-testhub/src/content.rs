@@ -14,7 +14,10 @@ use crate::range::{self, RangeReply};
 
 pub(crate) enum Source {
     /// A fixture file: `stored` bytes on disk, zeros after that.
-    Disk { path: PathBuf, stored: u64 },
+    Disk {
+        path: PathBuf,
+        stored: u64,
+    },
     Memory(Bytes),
 }
 
@@ -33,10 +36,7 @@ pub(crate) async fn respond(
     let (status, start, len) = match reply {
         RangeReply::Full => (StatusCode::OK, 0, total),
         RangeReply::Partial { start, end } => {
-            let shown = if call
-                .fault(|k| matches!(k, FaultKind::LieContentRange))
-                .is_some()
-            {
+            let shown = if call.fault(|k| matches!(k, FaultKind::LieContentRange)).is_some() {
                 start + 1
             } else {
                 start
@@ -57,9 +57,7 @@ pub(crate) async fn respond(
         Body::empty()
     } else {
         match source {
-            Source::Disk { path, stored } => {
-                Body::new(ContentBody::open(&path, stored, start, len).await?)
-            }
+            Source::Disk { path, stored } => Body::new(ContentBody::open(&path, stored, start, len).await?),
             Source::Memory(bytes) => {
                 // In range by construction: start + len <= total == bytes.len().
                 Body::from(bytes.slice(start as usize..(start + len) as usize))

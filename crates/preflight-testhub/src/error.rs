@@ -12,18 +12,31 @@ use axum::response::IntoResponse;
 
 pub(crate) enum HubError {
     /// Missing, or private and the caller has no access: the Hub does not tell them apart.
-    RepoNotFound { authenticated: bool },
-    GatedAnonymous { repo: String },
-    GatedNotGranted { repo: String, endpoint: String },
-    RevisionNotFound { rev: String },
+    RepoNotFound {
+        authenticated: bool,
+    },
+    GatedAnonymous {
+        repo: String,
+    },
+    GatedNotGranted {
+        repo: String,
+        endpoint: String,
+    },
+    RevisionNotFound {
+        rev: String,
+    },
     /// Carries the commit, as the Hub does, so clients can cache the absence.
-    EntryNotFound { commit: String },
+    EntryNotFound {
+        commit: String,
+    },
     /// An `Authorization` header that is not `Bearer <token>`.
     InvalidCredentials,
     BadRequest(String),
     NoRoute,
     MethodNotAllowed,
-    RangeNotSatisfiable { total: u64 },
+    RangeNotSatisfiable {
+        total: u64,
+    },
     RateLimited,
     Injected(StatusCode),
     /// The CDN's answer to a URL whose signature it did not issue.
@@ -65,11 +78,7 @@ impl HubError {
                 format!("Invalid rev id: {rev}"),
             ),
             HubError::EntryNotFound { ref commit } => {
-                let mut resp = respond(
-                    StatusCode::NOT_FOUND,
-                    Some("EntryNotFound"),
-                    "Entry not found",
-                );
+                let mut resp = respond(StatusCode::NOT_FOUND, Some("EntryNotFound"), "Entry not found");
                 if let Ok(v) = HeaderValue::from_str(commit) {
                     resp.headers_mut().insert("x-repo-commit", v);
                 }
@@ -82,11 +91,7 @@ impl HubError {
             ),
             HubError::BadRequest(message) => (StatusCode::BAD_REQUEST, None, message),
             HubError::NoRoute => (StatusCode::NOT_FOUND, None, "Not Found".to_owned()),
-            HubError::MethodNotAllowed => (
-                StatusCode::METHOD_NOT_ALLOWED,
-                None,
-                "Method Not Allowed".to_owned(),
-            ),
+            HubError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, None, "Method Not Allowed".to_owned()),
             HubError::RangeNotSatisfiable { total } => {
                 let mut resp = respond(
                     StatusCode::RANGE_NOT_SATISFIABLE,
@@ -95,8 +100,7 @@ impl HubError {
                 );
                 resp.headers_mut().insert(
                     header::CONTENT_RANGE,
-                    HeaderValue::from_str(&format!("bytes */{total}"))
-                        .unwrap_or(HeaderValue::from_static("bytes */0")),
+                    HeaderValue::from_str(&format!("bytes */{total}")).unwrap_or(HeaderValue::from_static("bytes */0")),
                 );
                 return resp;
             }
@@ -108,10 +112,7 @@ impl HubError {
             HubError::Injected(status) => (
                 status,
                 None,
-                format!(
-                    "{} (fault switch)",
-                    status.canonical_reason().unwrap_or("Error")
-                ),
+                format!("{} (fault switch)", status.canonical_reason().unwrap_or("Error")),
             ),
             HubError::BadSignature => (
                 StatusCode::FORBIDDEN,

@@ -27,7 +27,8 @@ pub struct Fault {
     /// How many matching requests it applies to; `None` keeps it armed until cleared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub times: Option<u32>,
-    /// Only requests whose path-and-query contains this.
+    /// Only requests whose path (as received, percent-encoded, without the query) contains
+    /// this: the query is left out so a CDN signature can't match by chance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_contains: Option<String>,
     /// Only requests to this origin; both when `None`.
@@ -45,7 +46,7 @@ pub enum FaultKind {
     /// Answer with this error status (500, 502, 503, …) instead of the resource.
     Status { status: u16 },
     /// Send half the body promised by `Content-Length`, then drop the connection. Counts only
-    /// responses that have a body.
+    /// successful responses that have a body (a 302 or an error passes it by).
     Truncate,
     /// Answer a ranged request with 200 and the whole body. Counts only requests with `Range`.
     IgnoreRange,
@@ -138,11 +139,9 @@ impl Fault {
     }
 
     fn matches(&self, origin: Origin, target: &str) -> bool {
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
         self.origin.is_none_or(|o| o == origin)
-            && self
-                .path_contains
-                .as_deref()
-                .is_none_or(|needle| target.contains(needle))
+            && self.path_contains.as_deref().is_none_or(|needle| path.contains(needle))
     }
 }
 
@@ -164,12 +163,7 @@ impl Faults {
     }
 
     /// Consume one use of the first armed fault that matches the request and `wanted`.
-    pub fn take(
-        &self,
-        origin: Origin,
-        target: &str,
-        wanted: impl Fn(&FaultKind) -> bool,
-    ) -> Option<FaultKind> {
+    pub fn take(&self, origin: Origin, target: &str, wanted: impl Fn(&FaultKind) -> bool) -> Option<FaultKind> {
         let mut faults = self.lock();
         let i = faults
             .iter()

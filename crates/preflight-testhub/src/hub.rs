@@ -18,27 +18,36 @@ use crate::faults::Origin;
 use crate::log::Call;
 use crate::store::{self, Commit, Repo};
 
+/// A `paths-info` request lists paths; a megabyte of them is far past any real use.
+const MAX_REQUEST_BODY: usize = 1024 * 1024;
+
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response<Body> {
-    let call = Call::new(shared, Origin::Hub, &req);
-    // Only the URI is needed past this point; the body (not `Sync`) must not be held over awaits.
-    let uri = req.uri().clone();
-    drop(req);
+    let (parts, body) = req.into_parts();
+    let call = Call::new(shared, Origin::Hub, &parts);
     let resp = match call.before().await {
         Some(resp) => resp,
-        None => route(&call, &uri)
+        None => route(&call, &parts.uri, body)
             .await
             .unwrap_or_else(HubError::into_response),
     };
     call.finish(resp)
 }
 
-async fn route(call: &Call, uri: &Uri) -> Result<Response<Body>, HubError> {
+async fn route(call: &Call, uri: &Uri, body: Body) -> Result<Response<Body>, HubError> {
     let segments = decode_segments(uri.path())?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
     let query = uri.query().unwrap_or("");
     match segments.as_slice() {
         ["api", "models", org, name, rest @ ..] => {
-            crate::api::models(call, &format!("{org}/{name}"), rest, query).await
+            // Only `paths-info` reads a body; it is small (a list of paths).
+            let body = if call.method == Method::POST {
+                axum::body::to_bytes(body, MAX_REQUEST_BODY)
+                    .await
+                    .map_err(|_| HubError::BadRequest("request body too large or cut".into()))?
+            } else {
+                bytes::Bytes::new()
+            };
+            crate::api::models(call, &format!("{org}/{name}"), rest, query, &body).await
         }
         [org, name, kind @ ("resolve" | "raw"), rest @ ..] => {
             file(call, &format!("{org}/{name}"), *kind == "raw", rest).await
@@ -48,12 +57,7 @@ async fn route(call: &Call, uri: &Uri) -> Result<Response<Body>, HubError> {
 }
 
 /// `GET|HEAD /{repo}/resolve|raw/{rev}/{path}`.
-async fn file(
-    call: &Call,
-    repo_id: &str,
-    raw: bool,
-    rest: &[&str],
-) -> Result<Response<Body>, HubError> {
+async fn file(call: &Call, repo_id: &str, raw: bool, rest: &[&str]) -> Result<Response<Body>, HubError> {
     if call.method != Method::GET && call.method != Method::HEAD {
         return Err(HubError::MethodNotAllowed);
     }
@@ -69,12 +73,12 @@ async fn file(
     let mut headers = HeaderMap::new();
     insert(&mut headers, "x-repo-commit", &commit.sha);
     insert(&mut headers, "etag", &format!("\"{}\"", hashes.oid));
-    match (&hashes.sha256, &hashes.pointer) {
-        (Some(sha256), Some(_)) if !raw => {
+    match &hashes.lfs {
+        Some(lfs) if !raw => {
             // Large files live on the CDN: answer with where to get them and what they are.
             let location = crate::cdn::signed_url(&call.shared, repo_id, &commit.sha, &path);
             insert(&mut headers, "location", &location);
-            insert(&mut headers, "x-linked-etag", &format!("\"{sha256}\""));
+            insert(&mut headers, "x-linked-etag", &format!("\"{}\"", lfs.sha256));
             insert(&mut headers, "x-linked-size", &entry.size.to_string());
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
             let mut resp = Response::new(Body::empty());
@@ -82,9 +86,9 @@ async fn file(
             *resp.headers_mut() = headers;
             Ok(resp)
         }
-        (_, Some(pointer)) => {
+        Some(lfs) => {
             // `/raw/` serves the git blob, which for an LFS file is its pointer.
-            let pointer = bytes::Bytes::from(pointer.clone());
+            let pointer = bytes::Bytes::from(lfs.pointer.clone());
             let total = pointer.len() as u64;
             headers.insert(
                 header::CONTENT_TYPE,
@@ -92,7 +96,7 @@ async fn file(
             );
             content::respond(call, Source::Memory(pointer), total, headers).await
         }
-        (_, None) => {
+        None => {
             headers.insert(header::CONTENT_TYPE, content_type(&path));
             let source = Source::Disk {
                 path: entry.disk.clone(),
@@ -126,10 +130,7 @@ pub(crate) fn caller(call: &Call) -> Result<Caller, HubError> {
         return Ok(Caller::Anonymous);
     };
     let value = value.to_str().map_err(|_| HubError::InvalidCredentials)?;
-    let (scheme, token) = value
-        .trim()
-        .split_once(' ')
-        .ok_or(HubError::InvalidCredentials)?;
+    let (scheme, token) = value.trim().split_once(' ').ok_or(HubError::InvalidCredentials)?;
     let token = token.trim();
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
         return Err(HubError::InvalidCredentials);
@@ -161,9 +162,7 @@ pub(crate) fn open_repo<'a>(call: &'a Call, id: &str, need: Need) -> Result<&'a 
     if need == Need::Content && repo.gated.is_gated() {
         match caller {
             Caller::Anonymous => {
-                return Err(HubError::GatedAnonymous {
-                    repo: repo.id.clone(),
-                });
+                return Err(HubError::GatedAnonymous { repo: repo.id.clone() });
             }
             Caller::NoGrant => {
                 return Err(HubError::GatedNotGranted {
@@ -178,30 +177,19 @@ pub(crate) fn open_repo<'a>(call: &'a Call, id: &str, need: Need) -> Result<&'a 
 }
 
 /// A branch or tag (as the live refs have it now), or a full commit id of this repo.
-pub(crate) fn resolve_revision(
-    call: &Call,
-    repo: &Repo,
-    rev: &str,
-) -> Result<Arc<Commit>, HubError> {
-    let sha = call
-        .shared
-        .ref_target(&repo.id, rev)
-        .unwrap_or_else(|| rev.to_owned());
+pub(crate) fn resolve_revision(call: &Call, repo: &Repo, rev: &str) -> Result<Arc<Commit>, HubError> {
+    let sha = call.shared.ref_target(&repo.id, rev).unwrap_or_else(|| rev.to_owned());
     repo.commits
         .get(&sha)
         .cloned()
-        .ok_or_else(|| HubError::RevisionNotFound {
-            rev: rev.to_owned(),
-        })
+        .ok_or_else(|| HubError::RevisionNotFound { rev: rev.to_owned() })
 }
 
 /// The revision and what follows it. `refs/pr/N` and `refs/convert/NAME` may come
 /// unencoded, as three segments.
 pub(crate) fn split_revision<'a, 'b>(rest: &'a [&'b str]) -> Option<(String, &'a [&'b str])> {
     match rest {
-        ["refs", kind @ ("pr" | "convert"), name, tail @ ..] => {
-            Some((format!("refs/{kind}/{name}"), tail))
-        }
+        ["refs", kind @ ("pr" | "convert"), name, tail @ ..] => Some((format!("refs/{kind}/{name}"), tail)),
         [rev, tail @ ..] => Some(((*rev).to_owned(), tail)),
         [] => None,
     }

@@ -85,10 +85,7 @@ pub enum Error {
     #[error("{addr} is not a loopback address; the test hub only listens on loopback")]
     NotLoopback { addr: SocketAddr },
     #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    Bind { addr: SocketAddr, source: std::io::Error },
     #[error("no repo {0:?} in the fixture tree")]
     UnknownRepo(String),
     #[error("repo {repo:?} has no commit {commit:?}")]
@@ -150,10 +147,7 @@ impl Shared {
 }
 
 fn disk_refs(store: &Store) -> HashMap<String, BTreeMap<String, String>> {
-    store
-        .repos()
-        .map(|r| (r.id.clone(), r.refs.clone()))
-        .collect()
+    store.repos().map(|r| (r.id.clone(), r.refs.clone())).collect()
 }
 
 /// Configures and starts a [`TestHub`].
@@ -240,10 +234,7 @@ impl TestHubBuilder {
         Ok(TestHub::new(shared, stop, Vec::new(), Some(thread)))
     }
 
-    async fn launch(
-        self,
-        stopped: watch::Receiver<bool>,
-    ) -> Result<(Arc<Shared>, Vec<JoinHandle<()>>), Error> {
+    async fn launch(self, stopped: watch::Receiver<bool>) -> Result<(Arc<Shared>, Vec<JoinHandle<()>>), Error> {
         for addr in [self.listen, self.cdn_listen] {
             if !addr.ip().is_loopback() {
                 return Err(Error::NotLoopback { addr });
@@ -270,12 +261,8 @@ impl TestHubBuilder {
             cdn_url: url_of(&cdn_listener, self.cdn_listen)?,
             sign_key: random_key(),
         });
-        let hub_app = admin::routes()
-            .fallback(hub::handle)
-            .with_state(Arc::clone(&shared));
-        let cdn_app = Router::new()
-            .fallback(cdn::handle)
-            .with_state(Arc::clone(&shared));
+        let hub_app = admin::routes().fallback(hub::handle).with_state(Arc::clone(&shared));
+        let cdn_app = Router::new().fallback(cdn::handle).with_state(Arc::clone(&shared));
         let servers = [(hub_listener, hub_app), (cdn_listener, cdn_app)]
             .into_iter()
             .map(|(listener, app)| {
@@ -368,7 +355,8 @@ impl TestHub {
         &self.shared.cdn_url
     }
 
-    /// Every request either origin has seen since start or the last reset, in arrival order.
+    /// Every request either origin has answered since start or the last reset, in the order
+    /// their responses started; `body_bytes` keeps counting while a body streams.
     pub fn requests(&self) -> Vec<RequestRecord> {
         self.shared.log.snapshot()
     }

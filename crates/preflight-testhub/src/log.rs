@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
 use crate::Shared;
@@ -78,35 +79,32 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    pub fn new(shared: Arc<Shared>, origin: Origin, req: &Request<Body>) -> Call {
+    pub fn new(shared: Arc<Shared>, origin: Origin, req: &Parts) -> Call {
         let target = req
-            .uri()
+            .uri
             .path_and_query()
             .map(|pq| pq.as_str().to_owned())
-            .unwrap_or_else(|| req.uri().path().to_owned());
+            .unwrap_or_else(|| req.uri.path().to_owned());
         // A Range header that isn't visible ASCII is treated as absent, as the RFC allows.
         let range = req
-            .headers()
+            .headers
             .get(header::RANGE)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         Call {
             shared,
             origin,
-            method: req.method().clone(),
+            method: req.method.clone(),
             target,
             range,
-            headers: req.headers().clone(),
+            headers: req.headers.clone(),
             applied: Mutex::new(Vec::new()),
         }
     }
 
     /// Consume one use of a matching fault of the kind `wanted` picks, noting it in the log.
     pub fn fault(&self, wanted: impl Fn(&FaultKind) -> bool) -> Option<FaultKind> {
-        let kind = self
-            .shared
-            .faults
-            .take(self.origin, &self.target, wanted)?;
+        let kind = self.shared.faults.take(self.origin, &self.target, wanted)?;
         self.applied
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -116,9 +114,7 @@ impl Call {
 
     /// Latency, then the faults that replace the answer altogether.
     pub async fn before(&self) -> Option<Response<Body>> {
-        if let Some(FaultKind::Latency { ms }) =
-            self.fault(|k| matches!(k, FaultKind::Latency { .. }))
-        {
+        if let Some(FaultKind::Latency { ms }) = self.fault(|k| matches!(k, FaultKind::Latency { .. })) {
             tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
         }
         match self.fault(|k| matches!(k, FaultKind::RateLimit { .. } | FaultKind::Status { .. }))? {
@@ -149,8 +145,7 @@ impl Call {
                 Some(resp)
             }
             FaultKind::Status { status } => {
-                let status =
-                    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
                 Some(HubError::Injected(status).into_response())
             }
             _ => None,
@@ -167,15 +162,13 @@ impl Call {
             .and_then(|v| v.parse::<u64>().ok())
             .or_else(|| http_body::Body::size_hint(&body).exact())
             .unwrap_or(0);
-        let cut_at = (self.method == Method::GET && length > 0)
+        let cut_at = (self.method == Method::GET && parts.status.is_success() && length > 0)
             .then(|| self.fault(|k| matches!(k, FaultKind::Truncate)))
             .flatten()
             .map(|_| length / 2);
         if cut_at.is_some() {
             // The promise the truncated body breaks must be on the wire.
-            parts
-                .headers
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
         }
         let sent = Arc::new(AtomicU64::new(0));
         let record = RequestRecord {

@@ -90,7 +90,11 @@ mod tests {
             (Some("bytes=50-"), 100, Partial { start: 50, end: 99 }),
             (Some("bytes=-10"), 100, Partial { start: 90, end: 99 }),
             (Some("bytes=-1000"), 100, Partial { start: 0, end: 99 }),
-            (Some("bytes=0-99999999999999999999999"), 100, Partial { start: 0, end: 99 }),
+            (
+                Some("bytes=0-99999999999999999999999"),
+                100,
+                Partial { start: 0, end: 99 },
+            ),
             (Some("BYTES = 1-2"), 100, Partial { start: 1, end: 2 }),
             (Some("bytes=100-"), 100, Unsatisfiable),
             (Some("bytes=100-200"), 100, Unsatisfiable),

@@ -63,8 +63,7 @@ fn header_counts(path: &Path) -> Option<BTreeMap<String, u64>> {
     }
     let mut header = vec![0u8; usize::try_from(len).ok()?];
     file.read_exact(&mut header).ok()?;
-    let header: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(&header).ok()?;
+    let header: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(&header).ok()?;
     let mut counts = BTreeMap::new();
     for (name, tensor) in &header {
         if name == "__metadata__" {

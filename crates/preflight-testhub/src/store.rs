@@ -113,11 +113,16 @@ pub(crate) struct FileEntry {
 pub(crate) struct Hashes {
     /// Git blob id: of the content for a plain file, of the LFS pointer for an LFS file.
     pub oid: String,
-    /// LFS object id (sha256), for LFS files only. For a stub this is a synthetic but stable
-    /// address (hashing gigabytes of zeros per start-up would defeat the point of stubs).
-    pub sha256: Option<String>,
-    /// The LFS pointer text, served by `/raw/` in place of the object, as the Hub does.
-    pub pointer: Option<String>,
+    pub lfs: Option<LfsObject>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct LfsObject {
+    /// The object id. For a stub this is a synthetic but stable address: hashing gigabytes
+    /// of zeros per start-up would defeat the point of stubs.
+    pub sha256: String,
+    /// The pointer text, served by `/raw/` in place of the object, as the Hub does.
+    pub pointer: String,
 }
 
 impl Store {
@@ -168,8 +173,7 @@ impl FileEntry {
             self.feed_content(&mut hasher)?;
             return Ok(Hashes {
                 oid: hex(&hasher.finalize()),
-                sha256: None,
-                pointer: None,
+                lfs: None,
             });
         }
         let mut hasher = Sha256::new();
@@ -186,8 +190,7 @@ impl FileEntry {
         );
         Ok(Hashes {
             oid: git_blob_oid(pointer.as_bytes()),
-            sha256: Some(sha256),
-            pointer: Some(pointer),
+            lfs: Some(LfsObject { sha256, pointer }),
         })
     }
 
@@ -368,10 +371,7 @@ fn load_commit(sha: &str, dir: &Path) -> Result<Commit, Error> {
         }
     }
     if let Some(missing) = stubs.keys().next() {
-        return Err(fixture(
-            &stubs_path,
-            &format!("lists {missing:?}, which is not stored"),
-        ));
+        return Err(fixture(&stubs_path, &format!("lists {missing:?}, which is not stored")));
     }
     Ok(Commit {
         sha: sha.to_owned(),

@@ -105,8 +105,13 @@ async fn stage(source: &str, hub: &mut Option<HubClient>) -> Result<preflight_so
                 Some(client) => client,
                 None => hub.insert(HubClient::new(HubConfig::from_env())?),
             };
-            let commit = hub::stage::resolve_commit(client, &spec, &Counters::default()).await?;
-            hub::stage::stage(client, &spec, &commit).await
+            let resolve = Counters::default();
+            let (commit, listing) = hub::stage::resolve_with_listing(client, &spec, &resolve).await?;
+            let mut facts = hub::stage::stage(client, &spec, &commit, listing).await?;
+            // The CLI's resolution is part of what this plan cost.
+            facts.staging.requests += resolve.requests.load(std::sync::atomic::Ordering::Relaxed);
+            facts.staging.bytes_fetched += resolve.bytes.load(std::sync::atomic::Ordering::Relaxed);
+            Ok(facts)
         }
     }
 }

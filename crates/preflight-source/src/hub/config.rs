@@ -40,7 +40,7 @@ impl Default for HubConfig {
             hf_home: default_hf_home(),
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
-            max_concurrent: 32,
+            max_concurrent: 64,
             max_retries: 4,
             retry_base: Duration::from_millis(200),
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,

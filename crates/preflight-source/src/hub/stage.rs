@@ -26,6 +26,9 @@ const UNKNOWN_HEADER_GUESS: u64 = 128 << 10;
 /// Bytes per index entry beyond its name before any header was seen: a generous
 /// `"name":{"dtype":"F8_E4M3","shape":[18432,7168],"data_offsets":[…,…]},`.
 const FIRST_ENTRY_OVERHEAD: u64 = 96;
+/// Above this many shards, one is read first to calibrate the guesses for the rest: one
+/// round trip buys near-exact reads of the others (below it, a few loose guesses cost less).
+const CALIBRATE_ABOVE_SHARDS: usize = 8;
 /// Slack added to a calibrated guess, per entry and in total.
 const ENTRY_SLACK: u64 = 4;
 const GUESS_SLACK: u64 = 256;
@@ -59,9 +62,38 @@ pub async fn resolve_commit(client: &HubClient, spec: &HubSpec, counters: &Count
     }
 }
 
+/// For a caller with no cache to consult (the CLI): learn the commit *and* the file list in
+/// one model-info request, so staging needs no listing of its own. The listing is `None`
+/// when the source is pinned, offline, or names a file (then this is [`resolve_commit`]).
+pub async fn resolve_with_listing(
+    client: &HubClient,
+    spec: &HubSpec,
+    counters: &Counters,
+) -> Result<(String, Option<Vec<String>>), SourceError> {
+    if spec.is_pinned() || client.config().offline || spec.file.is_some() {
+        return Ok((resolve_commit(client, spec, counters).await?, None));
+    }
+    let info = client.repo_info(&spec.repo, spec.revision_or_main(), counters).await?;
+    if !crate::spec::is_commit(&info.sha) {
+        let detail = format!("model info names {:?} as the commit", info.sha);
+        return Err(HubError::Protocol {
+            url: spec.to_string(),
+            detail,
+        }
+        .into());
+    }
+    Ok((info.sha, Some(info.siblings)))
+}
+
 /// Stage `spec` at `commit`: from the HF cache when the snapshot holds everything, else over
-/// HTTP. Nothing is returned unless every read succeeded.
-pub async fn stage(client: &HubClient, spec: &HubSpec, commit: &str) -> Result<ArtifactFacts, SourceError> {
+/// HTTP. `listing` is the commit's file list when the caller already has it. Nothing is
+/// returned unless every read succeeded.
+pub async fn stage(
+    client: &HubClient,
+    spec: &HubSpec,
+    commit: &str,
+    listing: Option<Vec<String>>,
+) -> Result<ArtifactFacts, SourceError> {
     let hub = client.config();
     let source = SourceRef {
         spec: spec.to_string(),
@@ -125,7 +157,7 @@ pub async fn stage(client: &HubClient, spec: &HubSpec, commit: &str) -> Result<A
                 reason: "a file source must be a .gguf or .safetensors file".into(),
             });
         }
-        None => reader.repo().await?,
+        None => reader.repo(listing).await?,
     };
     let header_bytes = budget.used();
     let parsed = match &content {
@@ -195,64 +227,78 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// A whole repo: list, config, index, every shard header (or the GGUF).
+    /// A small file that may be absent: `None` on the Hub's EntryNotFound.
+    async fn optional_small(&self, path: &str, max: usize, expected: bool) -> Result<Option<Vec<u8>>, SourceError> {
+        if !expected {
+            return Ok(None);
+        }
+        match self
+            .client
+            .get_small(self.repo, self.commit, path, max, self.counters)
+            .await
+        {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(HubError::EntryNotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A whole repo: config, index, every shard header (or the GGUF). Without a listing, the
+    /// listing, config and index are requested together: one round trip, not three.
     /// Returns the small files read alongside the content.
-    async fn repo(&self) -> Result<(Option<config::Config>, Content, usize), SourceError> {
-        let info = self.client.repo_info(self.repo, self.commit, self.counters).await?;
-        let has = |p: &str| info.siblings.iter().any(|s| s == p);
-        let mut small_files = 0;
-        let config = if has(CONFIG) {
-            small_files += 1;
-            let bytes = self
-                .client
-                .get_small(self.repo, self.commit, CONFIG, config::MAX_CONFIG_BYTES, self.counters)
-                .await?;
-            Some(config::parse(&bytes).map_err(|source| SourceError::Config {
+    async fn repo(
+        &self,
+        listing: Option<Vec<String>>,
+    ) -> Result<(Option<config::Config>, Content, usize), SourceError> {
+        let (siblings, config_bytes, index_bytes) = match listing {
+            Some(siblings) => {
+                let has = |p: &str| siblings.iter().any(|s| s == p);
+                let (config, index) = tokio::join!(
+                    self.optional_small(CONFIG, config::MAX_CONFIG_BYTES, has(CONFIG)),
+                    self.optional_small(INDEX, index::MAX_INDEX_BYTES, has(INDEX)),
+                );
+                (siblings, config?, index?)
+            }
+            None => {
+                let (info, config, index) = tokio::join!(
+                    self.client.repo_info(self.repo, self.commit, self.counters),
+                    self.optional_small(CONFIG, config::MAX_CONFIG_BYTES, true),
+                    self.optional_small(INDEX, index::MAX_INDEX_BYTES, true),
+                );
+                (info?.siblings, config?, index?)
+            }
+        };
+        let small_files = usize::from(config_bytes.is_some()) + usize::from(index_bytes.is_some());
+        let config = match config_bytes {
+            Some(bytes) => Some(config::parse(&bytes).map_err(|source| SourceError::Config {
                 file: CONFIG.into(),
                 source,
-            })?)
-        } else {
-            None
+            })?),
+            None => None,
         };
-        if has(INDEX) {
-            small_files += 1;
-            let bytes = self
-                .client
-                .get_small(self.repo, self.commit, INDEX, index::MAX_INDEX_BYTES, self.counters)
-                .await?;
+        if let Some(bytes) = index_bytes {
             let index = index::parse(&bytes).map_err(|source| SourceError::Index {
                 file: INDEX.into(),
                 source,
             })?;
-            let (files, missing_files) = self.shards(&index, |s| has(s)).await?;
-            return Ok((
-                config,
-                Content::Safetensors {
-                    files,
-                    index: Some(index),
-                    missing_files,
-                },
-                small_files,
-            ));
+            let (files, missing_files) = self.shards(&index, |s| siblings.iter().any(|x| x == s)).await?;
+            let content = Content::Safetensors {
+                files,
+                index: Some(index),
+                missing_files,
+            };
+            return Ok((config, content, small_files));
         }
-        let root_files: Vec<&String> = info.siblings.iter().filter(|s| !s.contains('/')).collect();
-        let shards: Vec<&String> = root_files
-            .iter()
-            .copied()
-            .filter(|s| s.ends_with(".safetensors"))
-            .collect();
+        let root_files: Vec<&String> = siblings.iter().filter(|s| !s.contains('/')).collect();
+        let shards: Vec<&&String> = root_files.iter().filter(|s| s.ends_with(".safetensors")).collect();
         if !shards.is_empty() {
-            let reads = shards.iter().map(|s| self.safetensors(s, UNKNOWN_HEADER_GUESS));
-            let files = try_join_all(reads).await?;
-            return Ok((
-                config,
-                Content::Safetensors {
-                    files,
-                    index: None,
-                    missing_files: vec![],
-                },
-                small_files,
-            ));
+            let files = try_join_all(shards.iter().map(|s| self.safetensors(s, UNKNOWN_HEADER_GUESS))).await?;
+            let content = Content::Safetensors {
+                files,
+                index: None,
+                missing_files: vec![],
+            };
+            return Ok((config, content, small_files));
         }
         let first_parts: Vec<&String> = root_files
             .into_iter()
@@ -275,8 +321,10 @@ impl Reader<'_> {
         }
     }
 
-    /// Every shard the index names: the first alone, to calibrate the size guesses, then the
-    /// rest concurrently (the client bounds how many are in flight).
+    /// Every shard the index names, each in one ranged GET sized from its tensor names. With
+    /// many shards, the first is read alone to calibrate the bytes an entry takes beyond its
+    /// name, so the rest are fetched tight; the rest go concurrently (the client bounds how
+    /// many are in flight).
     async fn shards(
         &self,
         index: &index::Index,
@@ -289,22 +337,24 @@ impl Reader<'_> {
             entry.1 += tensor.len() as u64;
         }
         let (shards, missing): (Vec<&str>, Vec<&str>) = index.shards().into_iter().partition(|s| present(s));
-        let Some((first, rest)) = shards.split_first() else {
-            return Ok((vec![], missing.into_iter().map(str::to_owned).collect()));
-        };
+        let missing = missing.into_iter().map(str::to_owned).collect();
         let guess = |overhead: u64, shard: &str| {
             let (count, names) = names_by_shard.get(shard).copied().unwrap_or_default();
             8 + names + count * overhead + GUESS_SLACK
         };
-        let first_file = self.safetensors(first, guess(FIRST_ENTRY_OVERHEAD, first)).await?;
-        let (count, names) = names_by_shard.get(first).copied().unwrap_or_default();
-        let overhead = match count {
-            0 => FIRST_ENTRY_OVERHEAD,
-            n => first_file.header.json_len.saturating_sub(names).div_ceil(n) + ENTRY_SLACK,
+        let (mut files, rest, overhead) = match shards.split_first() {
+            Some((first, rest)) if shards.len() > CALIBRATE_ABOVE_SHARDS => {
+                let first_file = self.safetensors(first, guess(FIRST_ENTRY_OVERHEAD, first)).await?;
+                let overhead = match names_by_shard.get(first).copied().unwrap_or_default() {
+                    (0, _) => FIRST_ENTRY_OVERHEAD,
+                    (count, names) => first_file.header.json_len.saturating_sub(names).div_ceil(count) + ENTRY_SLACK,
+                };
+                (vec![first_file], rest, overhead)
+            }
+            _ => (vec![], shards.as_slice(), FIRST_ENTRY_OVERHEAD),
         };
-        let mut files = vec![first_file];
         files.extend(try_join_all(rest.iter().map(|s| self.safetensors(s, guess(overhead, s)))).await?);
-        Ok((files, missing.into_iter().map(str::to_owned).collect()))
+        Ok((files, missing))
     }
 
     /// One safetensors header: a ranged GET of `guess` bytes, and the remainder if short.

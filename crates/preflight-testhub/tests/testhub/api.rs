@@ -24,10 +24,7 @@ async fn model_info_matches_expected_json_for_every_repo() {
         assert_eq!(info["id"], repo.as_str());
         assert_eq!(info["modelId"], repo.as_str());
         assert_eq!(info["sha"], commit, "{repo}");
-        assert_eq!(
-            info["safetensors"]["parameters"], facts["elements_by_dtype"],
-            "{repo}"
-        );
+        assert_eq!(info["safetensors"]["parameters"], facts["elements_by_dtype"], "{repo}");
         let total: u64 = facts["elements_by_dtype"]
             .as_object()
             .unwrap()
@@ -45,20 +42,13 @@ async fn model_info_matches_expected_json_for_every_repo() {
 #[tokio::test]
 async fn model_info_at_a_revision_and_with_blobs() {
     let (hub, _dir) = tiny_hub().await;
-    let info = get_json(&format!(
-        "{}/api/models/acme/tiny/revision/refs%2Fpr%2F1",
-        hub.url()
-    ))
-    .await;
+    let info = get_json(&format!("{}/api/models/acme/tiny/revision/refs%2Fpr%2F1", hub.url())).await;
     assert_eq!(info["sha"], C2);
     assert_eq!(info["siblings"], serde_json::json!([{"rfilename": "config.json"}]));
 
     let info = get_json(&format!("{}/api/models/acme/tiny?blobs=true", hub.url())).await;
     let siblings = info["siblings"].as_array().unwrap();
-    let names: Vec<&str> = siblings
-        .iter()
-        .map(|s| s["rfilename"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = siblings.iter().map(|s| s["rfilename"].as_str().unwrap()).collect();
     assert_eq!(
         names,
         [
@@ -194,7 +184,13 @@ async fn tree_pages_follow_the_link_header() {
 #[tokio::test]
 async fn bad_query_values_are_400() {
     let hub = fixtures_hub().await;
-    for query in ["recursive=maybe", "limit=0", "limit=x", "cursor=-1"] {
+    for query in [
+        "recursive=maybe",
+        "limit=0",
+        "limit=x",
+        "cursor=-1",
+        "cursor=99999999999999999999999",
+    ] {
         let resp = client()
             .get(format!("{}/api/models/{QWEN_06B}/tree/main?{query}", hub.url()))
             .send()
@@ -203,9 +199,46 @@ async fn bad_query_values_are_400() {
         assert_eq!(resp.status(), 400, "{query}");
     }
     let resp = client()
+        .get(format!(
+            "{}/api/models/{QWEN_06B}/tree/main?cursor={}",
+            hub.url(),
+            usize::MAX
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "a cursor past the end is an empty page");
+    let resp = client()
         .get(format!("{}/api/models/{QWEN_06B}/nonsense", hub.url()))
         .send()
         .await
         .unwrap();
     assert_eq!(resp.status(), 404);
+}
+
+#[tokio::test]
+async fn paths_info_answers_for_the_paths_that_exist() {
+    let (hub, _dir) = tiny_hub().await;
+    let url = format!("{}/api/models/acme/tiny/paths-info/main", hub.url());
+    let resp = client()
+        .post(&url)
+        .form(&[
+            ("paths", "sub"),
+            ("paths", "nope"),
+            ("paths", "model.safetensors"),
+            ("expand", "False"),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let found: Value = resp.json().await.unwrap();
+    assert_eq!(found[0]["type"], "directory");
+    assert_eq!(found[0]["path"], "sub");
+    assert_eq!(found[1]["path"], "model.safetensors");
+    assert_eq!(found[1]["lfs"]["size"], TINY_MODEL_SIZE);
+    assert_eq!(found.as_array().unwrap().len(), 2);
+
+    let resp = client().get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), 405);
 }

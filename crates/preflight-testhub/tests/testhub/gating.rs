@@ -44,11 +44,7 @@ async fn gated_repos_need_a_granted_token_for_files_but_not_for_metadata() {
     )
     .await;
 
-    let resp = client()
-        .get(format!("{}/{file}", hub.url()))
-        .send()
-        .await
-        .unwrap();
+    let resp = client().get(format!("{}/{file}", hub.url())).send().await.unwrap();
     assert_eq!(
         header(&resp, "x-error-message"),
         Some(
@@ -127,7 +123,12 @@ async fn unknown_revisions_and_files_are_404_with_their_codes() {
             ),
             ("acme/tiny/resolve/main/nope.json", None, 404, Some("EntryNotFound")),
             ("acme/tiny/resolve/main/.stubs.json", None, 404, Some("EntryNotFound")),
-            ("api/models/acme/tiny/revision/nope", None, 404, Some("RevisionNotFound")),
+            (
+                "api/models/acme/tiny/revision/nope",
+                None,
+                404,
+                Some("RevisionNotFound"),
+            ),
             ("api/models/acme/tiny/tree/main/nope", None, 404, Some("EntryNotFound")),
         ],
     )

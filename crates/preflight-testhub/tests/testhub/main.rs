@@ -32,10 +32,7 @@ pub async fn fixtures_hub() -> TestHub {
 
 /// Does not follow redirects, so 302s can be inspected.
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(Policy::none())
-        .build()
-        .unwrap()
+    reqwest::Client::builder().redirect(Policy::none()).build().unwrap()
 }
 
 /// Follows redirects like an ordinary client (dropping `Authorization` across origins).
@@ -85,22 +82,14 @@ pub fn tiny_tree() -> TempDir {
     let tiny = "acme/tiny";
     write(
         &format!("{tiny}/refs.json"),
-        json!({"main": C1, "v1.0": C1, "refs/pr/1": C2})
-            .to_string()
-            .as_bytes(),
+        json!({"main": C1, "v1.0": C1, "refs/pr/1": C2}).to_string().as_bytes(),
     );
-    write(
-        &format!("{tiny}/repo.json"),
-        br#"{"gated": false, "private": false}"#,
-    );
+    write(&format!("{tiny}/repo.json"), br#"{"gated": false, "private": false}"#);
     write(
         &format!("{tiny}/{C1}/config.json"),
         br#"{"model_type": "llama", "architectures": ["LlamaForCausalLM"]}"#,
     );
-    write(
-        &format!("{tiny}/{C1}/model.safetensors"),
-        &tiny_safetensors_prefix(),
-    );
+    write(&format!("{tiny}/{C1}/model.safetensors"), &tiny_safetensors_prefix());
     write(&format!("{tiny}/{C1}/sub/dir/notes.txt"), b"hello");
     write(&format!("{tiny}/{C1}/sub/top.txt"), b"top");
     write(&format!("{tiny}/{C1}/big.json"), b"{\"padding\": \"");
@@ -116,10 +105,7 @@ pub fn tiny_tree() -> TempDir {
         ("acme/secret", r#"{"gated": false, "private": true}"#),
         ("acme/gate", r#"{"gated": "auto", "private": false}"#),
     ] {
-        write(
-            &format!("{repo}/refs.json"),
-            json!({"main": C1}).to_string().as_bytes(),
-        );
+        write(&format!("{repo}/refs.json"), json!({"main": C1}).to_string().as_bytes());
         write(&format!("{repo}/repo.json"), meta.as_bytes());
         write(&format!("{repo}/{C1}/config.json"), b"{}");
     }
@@ -129,11 +115,6 @@ pub fn tiny_tree() -> TempDir {
 /// A hub over [`tiny_tree`]; keep the `TempDir` alive as long as the hub.
 pub async fn tiny_hub() -> (TestHub, TempDir) {
     let dir = tiny_tree();
-    let hub = TestHub::builder()
-        .root(dir.path())
-        .token(TOKEN)
-        .start()
-        .await
-        .unwrap();
+    let hub = TestHub::builder().root(dir.path()).token(TOKEN).start().await.unwrap();
     (hub, dir)
 }

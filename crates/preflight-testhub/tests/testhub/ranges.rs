@@ -3,7 +3,9 @@
 use crate::*;
 
 /// (Range header, expected status, expected Content-Range, expected body range in the file).
-fn cases(total: u64) -> Vec<(Option<String>, u16, Option<String>, Option<(u64, u64)>)> {
+type Case = (Option<String>, u16, Option<String>, Option<(u64, u64)>);
+
+fn cases(total: u64) -> Vec<Case> {
     let last = total - 1;
     vec![
         (None, 200, None, Some((0, last))),
@@ -37,12 +39,7 @@ fn cases(total: u64) -> Vec<(Option<String>, u16, Option<String>, Option<(u64, u
             Some(format!("bytes */{total}")),
             None,
         ),
-        (
-            Some("bytes=-0".into()),
-            416,
-            Some(format!("bytes */{total}")),
-            None,
-        ),
+        (Some("bytes=-0".into()), 416, Some(format!("bytes */{total}")), None),
     ]
 }
 
@@ -71,11 +68,7 @@ async fn check_ranges(url: &str, content: &[u8]) {
 async fn range_forms_on_the_hub_origin() {
     let (hub, dir) = tiny_hub().await;
     let content = std::fs::read(dir.path().join(format!("acme/tiny/{C1}/config.json"))).unwrap();
-    check_ranges(
-        &format!("{}/acme/tiny/resolve/main/config.json", hub.url()),
-        &content,
-    )
-    .await;
+    check_ranges(&format!("{}/acme/tiny/resolve/main/config.json", hub.url()), &content).await;
 }
 
 #[tokio::test]
@@ -94,8 +87,7 @@ async fn range_forms_on_the_cdn_origin_over_a_stub() {
 async fn a_stub_reads_as_its_prefix_then_zeros_at_full_size() {
     let hub = fixtures_hub().await;
     let stored = std::fs::read(
-        preflight_testhub::fixtures_hub()
-            .join(format!("{QWEN_06B}/{QWEN_06B_COMMIT}/model.safetensors")),
+        preflight_testhub::fixtures_hub().join(format!("{QWEN_06B}/{QWEN_06B_COMMIT}/model.safetensors")),
     )
     .unwrap();
     let boundary = stored.len() as u64;

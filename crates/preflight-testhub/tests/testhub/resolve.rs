@@ -16,10 +16,9 @@ fn git_blob_oid(content: &[u8]) -> String {
 #[tokio::test]
 async fn small_file_is_served_directly_with_commit_and_git_etag() {
     let hub = fixtures_hub().await;
-    let on_disk = std::fs::read(
-        preflight_testhub::fixtures_hub().join(format!("{QWEN_06B}/{QWEN_06B_COMMIT}/config.json")),
-    )
-    .unwrap();
+    let on_disk =
+        std::fs::read(preflight_testhub::fixtures_hub().join(format!("{QWEN_06B}/{QWEN_06B_COMMIT}/config.json")))
+            .unwrap();
     let url = format!("{}/{QWEN_06B}/resolve/main/config.json", hub.url());
 
     let resp = client().get(&url).send().await.unwrap();
@@ -60,10 +59,7 @@ async fn lfs_file_redirects_to_the_cdn_with_linked_headers() {
         let resp = client().request(method.clone(), &url).send().await.unwrap();
         assert_eq!(resp.status(), 302, "{method}");
         assert_eq!(header(&resp, "x-repo-commit"), Some(QWEN_06B_COMMIT));
-        assert_eq!(
-            header(&resp, "x-linked-size"),
-            Some(QWEN_06B_SIZE.to_string().as_str())
-        );
+        assert_eq!(header(&resp, "x-linked-size"), Some(QWEN_06B_SIZE.to_string().as_str()));
         let linked = header(&resp, "x-linked-etag").unwrap();
         assert!(linked.len() == 66 && linked.starts_with('"'), "{linked}");
         assert!(header(&resp, "etag").is_some());

@@ -1,0 +1,7 @@
+//! Hub sources against the fixture Hub on loopback: what is read, how often, and what every
+//! failure turns into. One test binary, a module per area.
+
+mod cache;
+mod faults;
+mod staging;
+mod support;
