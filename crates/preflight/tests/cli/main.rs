@@ -3,4 +3,5 @@
 
 mod exit_codes;
 mod fixtures;
+mod hub;
 mod support;
