@@ -99,6 +99,33 @@ pub fn fixtures_hub() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/hub")
 }
 
+/// Lay out a fixture tree at `dest` holding only `repo`, with its `main` commit plus a second
+/// commit of the same files (hard links), and return that second commit. Tests move `main`
+/// to it (with [`TestHub::set_ref`]) to see what a branch moving between two reads does.
+pub fn fork_repo(root: &Path, repo: &str, dest: &Path) -> std::io::Result<String> {
+    let source = root.join(repo);
+    let refs: serde_json::Value = serde_json::from_slice(&std::fs::read(source.join("refs.json"))?)?;
+    let main = refs["main"]
+        .as_str()
+        .ok_or_else(|| std::io::Error::other("refs.json has no main"))?
+        .to_owned();
+    // Same length, different value: the commit reversed.
+    let second: String = main.chars().rev().collect();
+    let out = dest.join(repo);
+    for commit in [&main, &second] {
+        let dir = out.join(commit);
+        std::fs::create_dir_all(&dir)?;
+        for entry in std::fs::read_dir(source.join(&main))? {
+            let path = entry?.path();
+            std::fs::hard_link(&path, dir.join(path.file_name().unwrap_or_default()))?;
+        }
+    }
+    for file in ["refs.json", "repo.json"] {
+        std::fs::copy(source.join(file), out.join(file))?;
+    }
+    Ok(second)
+}
+
 /// State both origins share.
 pub(crate) struct Shared {
     store: Store,

@@ -74,6 +74,16 @@ impl HubClient {
         })
     }
 
+    /// The same client (connections, request bound) acting with another caller's token.
+    pub fn with_token(&self, token: Option<String>) -> HubClient {
+        let mut config = (*self.config).clone();
+        config.token = token;
+        HubClient {
+            config: Arc::new(config),
+            ..self.clone()
+        }
+    }
+
     pub fn config(&self) -> &HubConfig {
         &self.config
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum HubError {
     #[error(
-        "{repo} is a gated repo: it needs a token (set HF_TOKEN or log in) from an account that was granted access"
+        "{repo} is a gated repo: it needs a token from an account granted access (the CLI reads HF_TOKEN; the service, `Authorization: Bearer`)"
     )]
     GatedNoToken { repo: String },
     #[error("{repo} is a gated repo and access has not been granted to this token")]

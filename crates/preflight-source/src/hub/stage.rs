@@ -93,6 +93,7 @@ pub async fn stage(
     spec: &HubSpec,
     commit: &str,
     listing: Option<Vec<String>>,
+    budget: &HeaderBudget,
 ) -> Result<ArtifactFacts, SourceError> {
     let hub = client.config();
     let source = SourceRef {
@@ -129,13 +130,12 @@ pub async fn stage(
         .into());
     }
     let counters = Counters::default();
-    let budget = Budget::new(hub.max_header_bytes);
     let reader = Reader {
         client,
         repo: &spec.repo,
         commit,
         counters: &counters,
-        budget: &budget,
+        budget,
     };
     let (config, content, files) = match &spec.file {
         Some(file) if file.ends_with(".gguf") => (None, reader.gguf(file).await?, 0),
@@ -159,10 +159,9 @@ pub async fn stage(
         }
         None => reader.repo(listing).await?,
     };
-    let header_bytes = budget.used();
-    let parsed = match &content {
-        Content::Safetensors { files, .. } => files.len(),
-        Content::Gguf { parts, .. } => parts.len(),
+    let (parsed, header_bytes) = match &content {
+        Content::Safetensors { files, .. } => (files.len(), files.iter().map(|f| f.header.header_bytes()).sum()),
+        Content::Gguf { parts, .. } => (parts.len(), parts.iter().map(|p| p.header.header_bytes).sum()),
     };
     let staging = StagingStats {
         commit: Some(commit.to_owned()),
@@ -188,14 +187,15 @@ fn complete(content: &Content) -> bool {
     }
 }
 
-/// Header bytes one plan may still read.
-struct Budget {
+/// Header bytes one plan may read, shared by all its artifacts: a hostile or enormous
+/// checkpoint costs at most this much memory and bandwidth.
+pub struct HeaderBudget {
     max: u64,
     used: AtomicU64,
 }
 
-impl Budget {
-    fn new(max: u64) -> Self {
+impl HeaderBudget {
+    pub fn new(max: u64) -> Self {
         Self {
             max,
             used: AtomicU64::new(0),
@@ -212,10 +212,6 @@ impl Budget {
         }
         Ok(())
     }
-
-    fn used(&self) -> u64 {
-        self.used.load(Ordering::Relaxed)
-    }
 }
 
 struct Reader<'a> {
@@ -223,7 +219,7 @@ struct Reader<'a> {
     repo: &'a str,
     commit: &'a str,
     counters: &'a Counters,
-    budget: &'a Budget,
+    budget: &'a HeaderBudget,
 }
 
 impl Reader<'_> {

@@ -78,7 +78,14 @@ async fn a_pinned_commit_needs_no_probe_and_staging_never_names_a_branch() {
 
 #[tokio::test]
 async fn staging_reads_the_probed_commit_even_if_the_branch_moves() {
-    let hub = hub().await;
+    let root = tempfile::tempdir().expect("tempdir");
+    let second =
+        preflight_testhub::fork_repo(&preflight_testhub::fixtures_hub(), "Qwen/Qwen3-8B", root.path()).expect("fork");
+    let hub = preflight_testhub::TestHub::builder()
+        .root(root.path())
+        .start()
+        .await
+        .expect("hub");
     let home = tempfile::tempdir().expect("tempdir");
     let client = client(&hub, None, home.path());
     let spec = crate::support::hub_spec("hf://Qwen/Qwen3-8B");
@@ -87,13 +94,21 @@ async fn staging_reads_the_probed_commit_even_if_the_branch_moves() {
         .await
         .expect("probe");
     // main moves to another commit between probe and read…
-    hub.set_ref("Qwen/Qwen3-8B", "main", &commit_of("Qwen/Qwen3-0.6B")).ok();
+    hub.set_ref("Qwen/Qwen3-8B", "main", &second).expect("move main");
     hub.clear_requests();
-    let facts = preflight_source::hub::stage::stage(&client, &spec, &commit, None)
+    let budget = preflight_source::hub::stage::HeaderBudget::new(1 << 30);
+    let facts = preflight_source::hub::stage::stage(&client, &spec, &commit, None, &budget)
         .await
         .expect("stage");
+    // …and every read still names the probed commit.
     assert_eq!(facts.staging.commit.as_deref(), Some(commit.as_str()));
-    assert!(hub_requests(&hub.requests()).iter().all(|r| !r.path.contains("/main/")));
+    let log = hub.requests();
+    assert!(!log.is_empty());
+    assert!(
+        hub_requests(&log)
+            .iter()
+            .all(|r| r.path.contains(&commit) && !r.path.contains(&second))
+    );
 }
 
 #[tokio::test]

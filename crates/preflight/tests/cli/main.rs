@@ -3,5 +3,6 @@
 
 mod exit_codes;
 mod fixtures;
+mod gate;
 mod hub;
 mod support;

@@ -1,0 +1,128 @@
+//! `preflight serve` configuration: every flag has a doc comment and an environment
+//! fallback, so `--help` is the configuration reference.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Hub sources only; local paths are refused with 403.
+    Public,
+    /// Hub sources and local paths under the allowed roots.
+    Local,
+}
+
+impl Profile {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Profile::Public => "public",
+            Profile::Local => "local",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "PREFLIGHT_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Who the deployment serves: `public` (hf:// sources only) or `local` (also local paths
+    /// under --local-root).
+    #[arg(long, env = "PREFLIGHT_PROFILE", value_enum, default_value = "public")]
+    pub profile: Profile,
+
+    /// Directory for the persistent verdict store (SQLite); created if missing.
+    #[arg(long, env = "PREFLIGHT_DATA_DIR", default_value = "preflight-data")]
+    pub data_dir: PathBuf,
+
+    /// Keep verdicts in memory only (no persistent store).
+    #[arg(long, env = "PREFLIGHT_NO_STORE")]
+    pub no_store: bool,
+
+    /// Plans allowed to stage and plan at once; past it a miss is refused with 429 (never
+    /// queued). Cache hits never need one. Default: 2 for `public`, 4 for `local`.
+    #[arg(long, env = "PREFLIGHT_MAX_PLANS_IN_FLIGHT")]
+    pub max_plans_in_flight: Option<usize>,
+
+    /// Seconds a refused client is told to wait (`Retry-After`).
+    #[arg(long, env = "PREFLIGHT_RETRY_AFTER_SECS", default_value_t = 1)]
+    pub retry_after_secs: u64,
+
+    /// Memory the in-memory verdict cache may use, in bytes of verdict JSON.
+    #[arg(long, env = "PREFLIGHT_MEMORY_CACHE_BYTES", default_value_t = 256 << 20)]
+    pub memory_cache_bytes: u64,
+
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "PREFLIGHT_MAX_BODY_BYTES", default_value_t = 64 << 10)]
+    pub max_body_bytes: usize,
+
+    /// Header bytes one plan may read from the Hub, all its sources together.
+    #[arg(long, env = "PREFLIGHT_MAX_HEADER_BYTES", default_value_t = 256 << 20)]
+    pub max_header_bytes: u64,
+
+    /// Seconds a plan may spend on upstream reads (probes and staging) before 504.
+    #[arg(long, env = "PREFLIGHT_UPSTREAM_TIMEOUT_SECS", default_value_t = 120)]
+    pub upstream_timeout_secs: u64,
+
+    /// The Hub to read from.
+    #[arg(long, env = "HF_ENDPOINT", default_value = preflight_source::hub::config::DEFAULT_ENDPOINT)]
+    pub hub_endpoint: String,
+
+    /// Retries of a failed Hub request (5xx, 429, timeouts), with exponential backoff.
+    #[arg(long, env = "PREFLIGHT_UPSTREAM_RETRIES", default_value_t = 3)]
+    pub upstream_retries: usize,
+
+    /// Requests toward the Hub in flight at once, across all plans.
+    #[arg(long, env = "PREFLIGHT_MAX_UPSTREAM_REQUESTS", default_value_t = 64)]
+    pub max_upstream_requests: usize,
+
+    /// Directories local sources may be read from (`local` profile; repeatable). Default:
+    /// the working directory.
+    #[arg(long = "local-root", env = "PREFLIGHT_LOCAL_ROOTS", value_delimiter = ',')]
+    pub local_roots: Vec<PathBuf>,
+
+    /// Log format on stderr.
+    #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Test only: look up the cache *after* staging (the broken order the deploy gate must
+    /// catch). Never use in a deployment.
+    #[arg(long, hide = true, env = "PREFLIGHT_DEBUG_LOOKUP_AFTER_STAGING")]
+    pub debug_lookup_after_staging: bool,
+}
+
+impl ServeArgs {
+    pub fn plans_in_flight(&self) -> usize {
+        self.max_plans_in_flight
+            .unwrap_or(match self.profile {
+                Profile::Public => 2,
+                Profile::Local => 4,
+            })
+            .max(1)
+    }
+}
+
+/// A parser for `ServeArgs` alone, so tests and embedders can configure a server from flags.
+#[derive(clap::Parser)]
+struct Standalone {
+    #[command(flatten)]
+    args: ServeArgs,
+}
+
+impl ServeArgs {
+    /// Parse flags as `preflight serve` would (environment fallbacks included).
+    pub fn from_flags(flags: &[&str]) -> Result<Self, clap::Error> {
+        use clap::Parser;
+        Standalone::try_parse_from(std::iter::once("serve").chain(flags.iter().copied())).map(|s| s.args)
+    }
+}

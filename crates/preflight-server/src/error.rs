@@ -1,0 +1,112 @@
+//! The one place errors become HTTP: every failure is `{"error": {"code", "message"}}` with
+//! an honest status. **Invariant:** no response carries a token.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use preflight_source::SourceError;
+use preflight_source::hub::HubError;
+use serde_json::json;
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub status: StatusCode,
+    /// Stable, machine-readable.
+    pub code: &'static str,
+    pub message: String,
+    /// For 429: when to come back.
+    pub retry_after: Option<Duration>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn over_capacity(retry_after: Duration) -> Self {
+        Self {
+            retry_after: Some(retry_after),
+            ..Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "over_capacity",
+                "every planning slot is busy; retry shortly",
+            )
+        }
+    }
+}
+
+impl From<SourceError> for ApiError {
+    fn from(e: SourceError) -> Self {
+        let message = e.to_string();
+        let (status, code) = match &e {
+            SourceError::Spec(_) => (StatusCode::BAD_REQUEST, "invalid_source"),
+            SourceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                (StatusCode::NOT_FOUND, "not_found")
+            }
+            SourceError::Io { .. } => (StatusCode::FORBIDDEN, "unreadable"),
+            SourceError::NotACheckpoint { .. } => (StatusCode::BAD_REQUEST, "not_a_checkpoint"),
+            SourceError::Safetensors { .. }
+            | SourceError::Gguf { .. }
+            | SourceError::Index { .. }
+            | SourceError::Config { .. } => (StatusCode::BAD_REQUEST, "malformed_checkpoint"),
+            SourceError::HeaderTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "headers_too_large"),
+            SourceError::Hub(hub) => return hub.clone().into(),
+        };
+        ApiError::new(status, code, message)
+    }
+}
+
+impl From<HubError> for ApiError {
+    fn from(e: HubError) -> Self {
+        let message = e.to_string();
+        let (status, code) = match &e {
+            HubError::GatedNoToken { .. } => (StatusCode::UNAUTHORIZED, "gated"),
+            HubError::GatedDenied { .. } => (StatusCode::FORBIDDEN, "gated"),
+            HubError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            HubError::RepoNotFound { .. } => (StatusCode::NOT_FOUND, "repo_not_found"),
+            HubError::RevisionNotFound { .. } => (StatusCode::NOT_FOUND, "revision_not_found"),
+            HubError::EntryNotFound { .. } => (StatusCode::NOT_FOUND, "file_not_found"),
+            HubError::RateLimited { retry_after, .. } => {
+                return ApiError {
+                    retry_after: Some(retry_after.unwrap_or(Duration::from_secs(60))),
+                    ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "upstream_rate_limited", message)
+                };
+            }
+            HubError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
+            HubError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "upstream_too_large"),
+            HubError::Upstream { .. }
+            | HubError::Connect { .. }
+            | HubError::Truncated { .. }
+            | HubError::Protocol { .. }
+            | HubError::Offline { .. } => (StatusCode::BAD_GATEWAY, "upstream_failed"),
+            HubError::Config(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_misconfigured"),
+        };
+        ApiError::new(status, code, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Json(json!({ "error": { "code": self.code, "message": self.message } }));
+        let mut response = (self.status, body).into_response();
+        if let Some(after) = self.retry_after {
+            let secs = after.as_secs().max(1).to_string();
+            if let Ok(value) = HeaderValue::from_str(&secs) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}

@@ -1,0 +1,145 @@
+//! The plan service. Routes in [`routes`], the pipeline's order in [`pipeline`], caches in
+//! [`cache`], errors → statuses in [`error`], counters in [`metrics`].
+//!
+//! **Invariant: a cache hit stages nothing and plans nothing**, and never waits for a
+//! planning permit (`pipeline.rs`).
+
+pub mod cache;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod openapi;
+pub mod pipeline;
+pub mod routes;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use preflight_source::hub::{HubClient, HubConfig};
+
+pub use config::{LogFormat, Profile, ServeArgs};
+
+pub struct AppState {
+    pub pipeline: pipeline::Pipeline,
+    pub metrics: Arc<metrics::Metrics>,
+    pub profile: Profile,
+    pub max_body_bytes: usize,
+    pub started: Instant,
+    /// The routes actually mounted (what capabilities report).
+    pub mounted: Vec<routes::RouteInfo>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Store(#[from] cache::StoreError),
+    #[error("{0}")]
+    Hub(#[from] preflight_source::hub::HubError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("local root {path}: {source}")]
+    LocalRoot {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Build the state from flags. The Hub client reads HF_HUB_OFFLINE and HF_HOME from the
+/// environment but **never an ambient token**: verdicts made with a caller's token are
+/// scoped to that token, and the server lends no access of its own.
+pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
+    let mut hub_config = HubConfig::from_env();
+    hub_config.endpoint = args.hub_endpoint.clone();
+    hub_config.token = None;
+    hub_config.max_retries = args.upstream_retries;
+    hub_config.max_concurrent = args.max_upstream_requests.max(1);
+    hub_config.max_header_bytes = args.max_header_bytes;
+    let hub = HubClient::new(hub_config)?;
+    let store = if args.no_store {
+        None
+    } else {
+        Some(cache::SqliteStore::open(&args.data_dir)?)
+    };
+    let cache = cache::VerdictCache::new(args.memory_cache_bytes, store);
+    let roots = if args.local_roots.is_empty() {
+        vec![std::env::current_dir()?]
+    } else {
+        args.local_roots.clone()
+    };
+    let local_roots = roots
+        .into_iter()
+        .map(|path| {
+            path.canonicalize()
+                .map_err(|source| ServeError::LocalRoot { path, source })
+        })
+        .collect::<Result<_, _>>()?;
+    let metrics = Arc::new(metrics::Metrics::default());
+    let pipeline = pipeline::Pipeline::new(
+        hub,
+        cache,
+        metrics.clone(),
+        args.profile,
+        local_roots,
+        args.plans_in_flight(),
+        Duration::from_secs(args.retry_after_secs.max(1)),
+        args.max_header_bytes,
+        Duration::from_secs(args.upstream_timeout_secs.max(1)),
+        args.debug_lookup_after_staging,
+    );
+    if args.debug_lookup_after_staging {
+        tracing::warn!("cache lookup AFTER staging: the broken order, for testing the deploy gate only");
+    }
+    Ok(Arc::new(AppState {
+        pipeline,
+        metrics,
+        profile: args.profile,
+        max_body_bytes: args.max_body_bytes,
+        started: Instant::now(),
+        mounted: routes::ROUTES.to_vec(),
+    }))
+}
+
+pub fn app(state: Arc<AppState>) -> axum::Router {
+    routes::router(state)
+}
+
+/// Serve until SIGINT/SIGTERM, then finish the requests in flight.
+pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
+    let state = state(&args)?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| ServeError::Bind {
+            addr: args.listen,
+            source,
+        })?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, profile = args.profile.as_str(), "preflight serve listening");
+    println!("preflight serve listening on http://{addr}");
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => return interrupt.await.unwrap_or(()),
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    interrupt.await.unwrap_or(());
+}

@@ -1,0 +1,191 @@
+//! Counters for the work the service does. **They live beside the work and are read by tests
+//! and by `/metrics` alike** — one source of truth, per server instance (a process-global
+//! recorder would mix the counts of every server a test starts).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds (seconds) of the plan latency histogram.
+const LATENCY_BUCKETS: [f64; 12] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0];
+
+#[derive(Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, elapsed: Duration) {
+        let secs = elapsed.as_secs_f64();
+        for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&self.buckets) {
+            if secs <= *bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        for (bound, bucket) in LATENCY_BUCKETS.iter().zip(&self.buckets) {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}le=\"{bound}\"}} {}",
+                bucket.load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum{{{}}} {sum}", labels.trim_end_matches(','));
+        let _ = writeln!(out, "{name}_count{{{}}} {count}", labels.trim_end_matches(','));
+    }
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    pub http_requests: AtomicU64,
+    pub plan_requests: AtomicU64,
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    /// Commit probes sent upstream (a pinned source needs none).
+    pub probes: AtomicU64,
+    /// Staging passes: one per plan that read sources.
+    pub staging_passes: AtomicU64,
+    /// Planner invocations.
+    pub plans: AtomicU64,
+    /// Requests and bytes staging sent to / read from the Hub.
+    pub upstream_requests: AtomicU64,
+    pub bytes_fetched: AtomicU64,
+    /// Plans refused for want of a planning permit.
+    pub refusals: AtomicU64,
+    /// Misses that joined a plan already in flight instead of staging again.
+    pub coalesced: AtomicU64,
+    pub stored: AtomicU64,
+    pub store_errors: AtomicU64,
+    pub errors_4xx: AtomicU64,
+    pub errors_5xx: AtomicU64,
+    pub hit_latency: Histogram,
+    pub miss_latency: Histogram,
+}
+
+pub fn inc(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Metrics {
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    /// Prometheus text exposition format.
+    pub fn render(&self, memory_entries: u64, memory_bytes: u64, in_flight: u64) -> String {
+        let mut out = String::with_capacity(4096);
+        let counters: [(&str, &str, &AtomicU64); 15] = [
+            (
+                "preflight_http_requests_total",
+                "HTTP requests received",
+                &self.http_requests,
+            ),
+            (
+                "preflight_plan_requests_total",
+                "POST /v1/plan requests",
+                &self.plan_requests,
+            ),
+            (
+                "preflight_cache_hits_total",
+                "plans answered from the verdict cache",
+                &self.cache_hits,
+            ),
+            (
+                "preflight_cache_misses_total",
+                "plans not in the verdict cache",
+                &self.cache_misses,
+            ),
+            ("preflight_probes_total", "commit probes sent to the Hub", &self.probes),
+            (
+                "preflight_staging_passes_total",
+                "staging passes (metadata reads)",
+                &self.staging_passes,
+            ),
+            (
+                "preflight_planner_invocations_total",
+                "planner invocations",
+                &self.plans,
+            ),
+            (
+                "preflight_upstream_requests_total",
+                "requests staging sent to the Hub",
+                &self.upstream_requests,
+            ),
+            (
+                "preflight_bytes_fetched_total",
+                "bytes staging read from the Hub",
+                &self.bytes_fetched,
+            ),
+            (
+                "preflight_refusals_total",
+                "plans refused: no planning permit",
+                &self.refusals,
+            ),
+            (
+                "preflight_coalesced_total",
+                "misses that joined a plan in flight",
+                &self.coalesced,
+            ),
+            (
+                "preflight_verdicts_stored_total",
+                "verdicts written to the cache",
+                &self.stored,
+            ),
+            (
+                "preflight_store_errors_total",
+                "persistent store failures (served anyway)",
+                &self.store_errors,
+            ),
+            (
+                "preflight_errors_4xx_total",
+                "responses with a 4xx status",
+                &self.errors_4xx,
+            ),
+            (
+                "preflight_errors_5xx_total",
+                "responses with a 5xx status",
+                &self.errors_5xx,
+            ),
+        ];
+        for (name, help, value) in counters {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
+                Self::get(value)
+            );
+        }
+        let gauges = [
+            (
+                "preflight_cache_memory_entries",
+                "verdicts in the memory cache",
+                memory_entries,
+            ),
+            (
+                "preflight_cache_memory_bytes",
+                "bytes of verdicts in the memory cache",
+                memory_bytes,
+            ),
+            ("preflight_plans_in_flight", "plans staging or planning now", in_flight),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        }
+        let name = "preflight_plan_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} POST /v1/plan latency by outcome\n# TYPE {name} histogram"
+        );
+        self.hit_latency.render(&mut out, name, "outcome=\"hit\",");
+        self.miss_latency.render(&mut out, name, "outcome=\"miss\",");
+        out
+    }
+}

@@ -1,0 +1,111 @@
+//! The OpenAPI 3.1 document, written from the mounted route table plus hand-kept schemas for
+//! the request and error shapes. The verdict's own schema is the planner's `Verdict` type,
+//! described here at the level clients depend on. Snapshot-tested: an API change shows up in
+//! review.
+
+use serde_json::{Value, json};
+
+use crate::routes::RouteInfo;
+
+pub fn document(routes: &[RouteInfo]) -> Value {
+    let mut paths = serde_json::Map::new();
+    for route in routes {
+        let operation = operation(route);
+        let entry = paths.entry(route.path.to_owned()).or_insert_with(|| json!({}));
+        if let Some(map) = entry.as_object_mut() {
+            map.insert(route.method.to_ascii_lowercase(), operation);
+        }
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "preflight",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "What a model checkpoint is, whether it is fully understood, and what it takes to serve it — from metadata alone."
+        },
+        "paths": paths,
+        "components": { "schemas": schemas() },
+    })
+}
+
+fn error_responses() -> Value {
+    let error = json!({ "content": { "application/json": { "schema": { "$ref": "#/components/schemas/Error" } } } });
+    let with = |description: &str| {
+        let mut e = error.clone();
+        e["description"] = json!(description);
+        e
+    };
+    json!({
+        "400": with("Bad input: malformed body, source spec, options or checkpoint"),
+        "401": with("Gated upstream repo and no (valid) token"),
+        "403": with("Gated repo without access, or a local path on the public profile"),
+        "404": with("No such repo, revision or file"),
+        "413": with("Request body or checkpoint headers over the limit"),
+        "429": with("Over capacity (Retry-After says when to come back)"),
+        "502": with("The Hub failed"),
+        "504": with("The Hub was too slow"),
+    })
+}
+
+fn operation(route: &RouteInfo) -> Value {
+    let ok = |schema: Value, media: &str| json!({ "200": { "description": "OK", "content": { media: { "schema": schema } } } });
+    match (route.method, route.path) {
+        ("POST", "/v1/plan") => {
+            let mut responses = ok(json!({ "$ref": "#/components/schemas/Verdict" }), "application/json");
+            if let (Some(r), Some(e)) = (responses.as_object_mut(), error_responses().as_object()) {
+                r.extend(e.clone());
+            }
+            json!({
+                "summary": route.summary,
+                "operationId": "plan",
+                "security": [{}, { "hubToken": [] }],
+                "requestBody": { "required": true, "content": { "application/json": { "schema": { "$ref": "#/components/schemas/PlanRequest" } } } },
+                "responses": responses,
+            })
+        }
+        ("GET", "/metrics") => {
+            json!({ "summary": route.summary, "responses": ok(json!({ "type": "string" }), "text/plain") })
+        }
+        ("GET", "/v1/health") => {
+            json!({ "summary": route.summary, "responses": ok(json!({ "$ref": "#/components/schemas/Health" }), "application/json") })
+        }
+        _ => json!({ "summary": route.summary, "responses": ok(json!({ "type": "object" }), "application/json") }),
+    }
+}
+
+fn schemas() -> Value {
+    json!({
+        "PlanRequest": {
+            "type": "object",
+            "required": ["sources"],
+            "additionalProperties": false,
+            "properties": {
+                "sources": { "type": "array", "minItems": 1, "maxItems": crate::pipeline::MAX_SOURCES, "items": { "type": "string", "examples": ["hf://Qwen/Qwen3-8B", "hf://org/name@<40-hex commit>", "hf://org/name/file.gguf"] } },
+                "options": { "type": "object", "description": "Plan options (memory planning); see docs/memory.md" }
+            }
+        },
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": { "error": { "type": "object", "required": ["code", "message"], "properties": { "code": { "type": "string" }, "message": { "type": "string" } } } }
+        },
+        "Health": {
+            "type": "object",
+            "properties": { "status": { "type": "string" }, "uptime_seconds": { "type": "integer" }, "requests_served": { "type": "integer" } }
+        },
+        "Verdict": {
+            "type": "object",
+            "required": ["schema", "planner", "admissible", "summary", "artifacts", "staging", "serving"],
+            "properties": {
+                "schema": { "type": "string" },
+                "planner": { "type": "object", "properties": { "version": { "type": "string" }, "semantics_version": { "type": "integer" } } },
+                "admissible": { "type": "boolean" },
+                "summary": { "type": "object", "properties": { "blocking": { "type": "integer" }, "warnings": { "type": "integer" }, "info": { "type": "integer" } } },
+                "artifacts": { "type": "array", "items": { "type": "object" } },
+                "staging": { "type": "array", "items": { "type": "object" } },
+                "memory": { "type": "object" },
+                "serving": { "type": "object", "properties": { "cached": { "type": "boolean" }, "cacheable": { "type": "boolean" }, "profile": { "type": "string" } } }
+            }
+        }
+    })
+}

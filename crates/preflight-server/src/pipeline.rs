@@ -1,0 +1,488 @@
+//! `POST /v1/plan`, in SPEC §2's order — **the order is the point**:
+//!
+//! 1. validate and admit (no network);
+//! 2. probe each unpinned Hub source for its commit (a pinned source needs none);
+//! 3. look up the cache under every artifact's commit + semantics version + options + access
+//!    scope — **a hit returns here: no permit, no staging, no planning**;
+//! 4. take a planning permit (refused with 429 past the bound, never queued) unless the same
+//!    key is already being planned, in which case wait for that result (single flight);
+//! 5. stage at the resolved commits, 6. plan (pure), 7. store under the commits actually read.
+//!
+//! A source without a commit (local, or a failed probe) is planned but never stored.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use preflight_formats::facts::ArtifactFacts;
+use preflight_plan::PlanOptions;
+use preflight_source::hub::stage::{HeaderBudget, resolve_commit, stage};
+use preflight_source::hub::{Counters, HubClient, HubError};
+use preflight_source::spec::{self, HubSpec, SourceSpec};
+use preflight_source::{SourceError, local};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+use crate::cache::{VerdictCache, hex};
+use crate::config::Profile;
+use crate::error::ApiError;
+use crate::metrics::{Metrics, inc};
+
+/// SPEC §1: a request names 1 to 8 sources.
+pub const MAX_SOURCES: usize = 8;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanRequest {
+    pub sources: Vec<String>,
+    #[serde(default)]
+    pub options: PlanOptions,
+}
+
+/// What `/v1/plan` answers: the verdict JSON and how it was served.
+pub struct Planned {
+    pub body: Arc<str>,
+    pub cached: bool,
+    pub cacheable: bool,
+}
+
+/// The shared state the pipeline runs against.
+pub struct Pipeline {
+    pub hub: HubClient,
+    pub cache: VerdictCache,
+    pub metrics: Arc<Metrics>,
+    pub profile: Profile,
+    pub local_roots: Vec<PathBuf>,
+    pub permits: Arc<Semaphore>,
+    pub permit_count: usize,
+    pub retry_after: Duration,
+    pub max_header_bytes: u64,
+    pub upstream_timeout: Duration,
+    pub lookup_after_staging: bool,
+    flights: Mutex<HashMap<String, Flight>>,
+}
+
+/// Waiters on a plan in flight see its result here once the leader sends it.
+type Flight = tokio::sync::watch::Receiver<Option<Result<Arc<str>, ApiError>>>;
+
+/// The request doing the work for a key. Dropping it (finished, or its client gone) takes
+/// the key out of flight, so a later miss leads anew.
+struct Leader<'a> {
+    pipeline: &'a Pipeline,
+    key: String,
+    sender: tokio::sync::watch::Sender<Option<Result<Arc<str>, ApiError>>>,
+}
+
+impl Leader<'_> {
+    fn finish(self, result: Result<Arc<str>, ApiError>) {
+        let _ = self.sender.send(Some(result));
+    }
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        self.pipeline
+            .flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.key);
+    }
+}
+
+enum Source {
+    Hub(HubSpec),
+    Local(PathBuf),
+}
+
+impl Pipeline {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        hub: HubClient,
+        cache: VerdictCache,
+        metrics: Arc<Metrics>,
+        profile: Profile,
+        local_roots: Vec<PathBuf>,
+        permits: usize,
+        retry_after: Duration,
+        max_header_bytes: u64,
+        upstream_timeout: Duration,
+        lookup_after_staging: bool,
+    ) -> Self {
+        Self {
+            hub,
+            cache,
+            metrics,
+            profile,
+            local_roots,
+            permits: Arc::new(Semaphore::new(permits)),
+            permit_count: permits,
+            retry_after,
+            max_header_bytes,
+            upstream_timeout,
+            lookup_after_staging,
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn in_flight(&self) -> u64 {
+        (self.permit_count - self.permits.available_permits()) as u64
+    }
+
+    pub async fn plan(&self, request: PlanRequest, token: Option<String>) -> Result<Planned, ApiError> {
+        // 1. Validate and admit.
+        let sources = self.admit(&request)?;
+        let hub = self.hub.with_token(token.clone());
+
+        // 2. Probe.
+        let upstream = tokio::time::timeout(self.upstream_timeout, self.probe(&hub, &sources));
+        let commits = upstream.await.map_err(|_| self.upstream_timed_out())??;
+
+        // 3. Look up.
+        let key = commits
+            .iter()
+            .all(Option::is_some)
+            .then(|| cache_key(&sources, &commits, &request.options, token.as_deref()));
+        if self.lookup_after_staging {
+            return self.plan_in_the_broken_order(&hub, &sources, &commits, &request.options, key).await;
+        }
+        if let Some(key) = &key
+            && let Some(hit) = self.lookup(key).await
+        {
+            return Ok(hit);
+        }
+        inc(&self.metrics.cache_misses);
+
+        // 4. A permit, or the plan already in flight for this key.
+        let Some(key) = key else {
+            let _permit = self.permit()?;
+            let body = self.stage_and_plan(&hub, &sources, &commits, &request.options).await?;
+            return Ok(Planned {
+                body: body.0,
+                cached: false,
+                cacheable: false,
+            });
+        };
+        let leader = match self.flight(&key) {
+            Err(mut waiting) => {
+                inc(&self.metrics.coalesced);
+                let result = match waiting.wait_for(Option::is_some).await {
+                    Ok(done) => done
+                        .clone()
+                        .unwrap_or_else(|| Err(self.internal("a finished plan left no result"))),
+                    Err(_) => Err(ApiError::new(
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                        "plan_abandoned",
+                        "the identical plan this request joined was abandoned; retry",
+                    )),
+                };
+                return result.map(|body| Planned {
+                    body,
+                    cached: false,
+                    cacheable: true,
+                });
+            }
+            Ok(leader) => leader,
+        };
+        let result = match self.permit() {
+            Ok(_permit) => {
+                self.stage_plan_store(&hub, &sources, &commits, &request.options, &key)
+                    .await
+            }
+            Err(refused) => Err(refused),
+        };
+        leader.finish(result.clone());
+        result.map(|body| Planned {
+            body,
+            cached: false,
+            cacheable: true,
+        })
+    }
+
+    async fn stage_plan_store(
+        &self,
+        hub: &HubClient,
+        sources: &[Source],
+        commits: &[Option<String>],
+        options: &PlanOptions,
+        key: &str,
+    ) -> Result<Arc<str>, ApiError> {
+        let (body, read) = self.stage_and_plan(hub, sources, commits, options).await?;
+        // 7. Store under the commits actually read.
+        if read.iter().zip(commits).all(|(r, c)| r.as_deref() == c.as_deref()) {
+            self.store(key, body.clone()).await;
+        }
+        Ok(body)
+    }
+
+    /// The order the deploy gate must catch (`--debug-lookup-after-staging`, tests only):
+    /// staging before the lookup. Answers are the same; every hit pays for a staging pass.
+    async fn plan_in_the_broken_order(
+        &self,
+        hub: &HubClient,
+        sources: &[Source],
+        commits: &[Option<String>],
+        options: &PlanOptions,
+        key: Option<String>,
+    ) -> Result<Planned, ApiError> {
+        let _permit = self.permit()?;
+        let (body, _) = self.stage_and_plan(hub, sources, commits, options).await?;
+        let Some(key) = key else {
+            return Ok(Planned { body, cached: false, cacheable: false });
+        };
+        if let Some(hit) = self.lookup(&key).await {
+            return Ok(hit);
+        }
+        inc(&self.metrics.cache_misses);
+        self.store(&key, body.clone()).await;
+        Ok(Planned { body, cached: false, cacheable: true })
+    }
+
+    fn admit(&self, request: &PlanRequest) -> Result<Vec<Source>, ApiError> {
+        if request.sources.is_empty() {
+            return Err(ApiError::bad_request("no_sources", "name 1 to 8 sources"));
+        }
+        if request.sources.len() > MAX_SOURCES {
+            return Err(ApiError::bad_request(
+                "too_many_sources",
+                format!(
+                    "{} sources named; a plan takes at most {MAX_SOURCES}",
+                    request.sources.len()
+                ),
+            ));
+        }
+        let mut sources = Vec::with_capacity(request.sources.len());
+        for raw in &request.sources {
+            match spec::parse(raw).map_err(|e| ApiError::bad_request("invalid_source", e.to_string()))? {
+                SourceSpec::Hub(hub) => sources.push(Source::Hub(hub)),
+                SourceSpec::Local(path) => sources.push(Source::Local(self.admit_local(raw, &path)?)),
+            }
+        }
+        Ok(sources)
+    }
+
+    /// Local paths: refused on the public profile; elsewhere only under an allowed root,
+    /// judged on the canonical path so `..` and symlinks cannot escape.
+    fn admit_local(&self, raw: &str, path: &Path) -> Result<PathBuf, ApiError> {
+        let forbidden =
+            |message: String| ApiError::new(axum::http::StatusCode::FORBIDDEN, "local_source_refused", message);
+        if self.profile == Profile::Public {
+            return Err(forbidden(format!(
+                "local path {raw:?} refused: this server runs the `public` profile, which plans hf:// sources only"
+            )));
+        }
+        let canonical = path.canonicalize().map_err(|e| {
+            ApiError::new(
+                axum::http::StatusCode::NOT_FOUND,
+                "not_found",
+                format!("local path {raw:?}: {e}"),
+            )
+        })?;
+        if !self.local_roots.iter().any(|root| canonical.starts_with(root)) {
+            return Err(forbidden(format!(
+                "local path {raw:?} is outside the server's allowed roots"
+            )));
+        }
+        Ok(canonical)
+    }
+
+    /// The commit of each source: pinned as named, Hub sources probed (concurrently), local
+    /// sources none. A failed probe falls through (no commit: the plan is uncacheable) unless
+    /// the Hub said something definite (gated, not found), which is the answer.
+    async fn probe(&self, hub: &HubClient, sources: &[Source]) -> Result<Vec<Option<String>>, ApiError> {
+        let probes = sources.iter().map(|source| async move {
+            let Source::Hub(spec) = source else { return Ok(None) };
+            if spec.is_pinned() {
+                return Ok(spec.revision.clone());
+            }
+            inc(&self.metrics.probes);
+            match resolve_commit(hub, spec, &Counters::default()).await {
+                Ok(commit) => Ok(Some(commit)),
+                Err(SourceError::Hub(e)) if definite(&e) => Err(ApiError::from(e)),
+                Err(e) => {
+                    tracing::warn!(source = %spec, error = %e, "probe failed; planning without the cache");
+                    Ok(None)
+                }
+            }
+        });
+        join_all(probes).await.into_iter().collect()
+    }
+
+    async fn lookup(&self, key: &str) -> Option<Planned> {
+        match self.cache.get(key).await {
+            Ok(Some(entry)) => {
+                inc(&self.metrics.cache_hits);
+                Some(Planned {
+                    body: entry.body.clone(),
+                    cached: true,
+                    cacheable: true,
+                })
+            }
+            Ok(None) => None,
+            Err(e) => {
+                inc(&self.metrics.store_errors);
+                tracing::error!(error = %e, "verdict store read failed; treating as a miss");
+                None
+            }
+        }
+    }
+
+    async fn store(&self, key: &str, body: Arc<str>) {
+        inc(&self.metrics.stored);
+        if let Err(e) = self.cache.put(key, body).await {
+            inc(&self.metrics.store_errors);
+            tracing::error!(error = %e, "verdict store write failed; the verdict stays in memory only");
+        }
+    }
+
+    fn permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+        self.permits.clone().try_acquire_owned().map_err(|_| {
+            inc(&self.metrics.refusals);
+            ApiError::over_capacity(self.retry_after)
+        })
+    }
+
+    /// Lead the plan for `key`, or wait on the one already in flight.
+    fn flight(&self, key: &str) -> Result<Leader<'_>, Flight> {
+        let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(waiting) = flights.get(key) {
+            return Err(waiting.clone());
+        }
+        let (sender, receiver) = tokio::sync::watch::channel(None);
+        flights.insert(key.to_owned(), receiver);
+        Ok(Leader {
+            pipeline: self,
+            key: key.to_owned(),
+            sender,
+        })
+    }
+
+    /// 5. Stage every source at its commit (concurrently), 6. plan. Returns the verdict JSON
+    /// and the commit each artifact was actually read at.
+    async fn stage_and_plan(
+        &self,
+        hub: &HubClient,
+        sources: &[Source],
+        commits: &[Option<String>],
+        options: &PlanOptions,
+    ) -> Result<(Arc<str>, Vec<Option<String>>), ApiError> {
+        inc(&self.metrics.staging_passes);
+        let budget = HeaderBudget::new(self.max_header_bytes);
+        let reads = sources
+            .iter()
+            .zip(commits)
+            .map(|(source, commit)| self.stage_one(hub, source, commit, &budget));
+        let staged = tokio::time::timeout(self.upstream_timeout, join_all(reads))
+            .await
+            .map_err(|_| self.upstream_timed_out())?;
+        let facts: Vec<ArtifactFacts> = staged.into_iter().collect::<Result<_, _>>()?;
+        for f in &facts {
+            self.metrics
+                .upstream_requests
+                .fetch_add(f.staging.requests, std::sync::atomic::Ordering::Relaxed);
+            self.metrics
+                .bytes_fetched
+                .fetch_add(f.staging.bytes_fetched, std::sync::atomic::Ordering::Relaxed);
+        }
+        let read: Vec<Option<String>> = facts.iter().map(|f| f.source.commit.clone()).collect();
+        inc(&self.metrics.plans);
+        let options = options.clone();
+        let body = tokio::task::spawn_blocking(move || {
+            let verdict = preflight_plan::plan(&facts, &options);
+            serde_json::to_string(&verdict)
+        })
+        .await
+        .map_err(|e| self.internal(&format!("the planner task failed: {e}")))?
+        .map_err(|e| self.internal(&format!("cannot render the verdict: {e}")))?;
+        Ok((body.into(), read))
+    }
+
+    async fn stage_one(
+        &self,
+        hub: &HubClient,
+        source: &Source,
+        commit: &Option<String>,
+        budget: &HeaderBudget,
+    ) -> Result<ArtifactFacts, ApiError> {
+        match source {
+            Source::Local(path) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || local::stage(&path))
+                    .await
+                    .map_err(|e| self.internal(&format!("local staging failed: {e}")))?
+                    .map_err(ApiError::from)
+            }
+            Source::Hub(spec) => {
+                let commit = match commit {
+                    Some(c) => c.clone(),
+                    // The probe failed: resolve again as part of staging (an error now is final).
+                    None => resolve_commit(hub, spec, &Counters::default()).await?,
+                };
+                Ok(stage(hub, spec, &commit, None, budget).await?)
+            }
+        }
+    }
+
+    fn upstream_timed_out(&self) -> ApiError {
+        ApiError::new(
+            axum::http::StatusCode::GATEWAY_TIMEOUT,
+            "upstream_timeout",
+            format!(
+                "reading the sources took longer than {}s",
+                self.upstream_timeout.as_secs()
+            ),
+        )
+    }
+
+    fn internal(&self, message: &str) -> ApiError {
+        tracing::error!(message, "internal error");
+        ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            message.to_owned(),
+        )
+    }
+}
+
+/// The Hub gave a definite answer a retry at staging would only repeat.
+fn definite(e: &HubError) -> bool {
+    matches!(
+        e,
+        HubError::GatedNoToken { .. }
+            | HubError::GatedDenied { .. }
+            | HubError::Unauthorized { .. }
+            | HubError::RepoNotFound { .. }
+            | HubError::RevisionNotFound { .. }
+            | HubError::EntryNotFound { .. }
+    )
+}
+
+/// SPEC §2 step 3: every artifact's commit in order, the semantics version, the canonical
+/// options, and the access scope. Anonymous plans share the `public` scope; a plan made with a
+/// token is scoped to that token (its hash), so a gated verdict never reaches anyone else.
+fn cache_key(sources: &[Source], commits: &[Option<String>], options: &PlanOptions, token: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("semantics={}\n", preflight_plan::SEMANTICS_VERSION));
+    h.update(format!(
+        "options={}\n",
+        serde_json::to_string(options).unwrap_or_default()
+    ));
+    let scope = token.map_or_else(
+        || "public".to_owned(),
+        |t| format!("token:{}", hex(&Sha256::digest(t.as_bytes()))),
+    );
+    h.update(format!("scope={scope}\n"));
+    for (source, commit) in sources.iter().zip(commits) {
+        if let Source::Hub(spec) = source {
+            h.update(format!(
+                "{}@{}/{}\n",
+                spec.repo,
+                commit.as_deref().unwrap_or(""),
+                spec.file.as_deref().unwrap_or("")
+            ));
+        }
+    }
+    hex(&h.finalize())
+}

@@ -1,0 +1,97 @@
+//! Bad input of every kind: a specific 4xx with `{"error": {"code", "message"}}`.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::json;
+
+use crate::support::{send, server};
+
+#[tokio::test]
+async fn malformed_requests_are_400_with_a_code() {
+    let s = server(&[]).await;
+    let cases = [
+        (json!({ "sources": [] }), "no_sources"),
+        (json!({ "sources": vec!["hf://a/b"; 9] }), "too_many_sources"),
+        (json!({ "sources": ["hf://not a repo"] }), "invalid_source"),
+        (json!({ "sources": ["hf://a/b"], "extra": 1 }), "bad_request"),
+        (json!({ "source": "hf://a/b" }), "bad_request"),
+    ];
+    for (body, code) in cases {
+        let (status, _, v) = s.plan_with(body.clone(), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert_eq!(v["error"]["code"], code, "{body}");
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    let request = Request::post("/v1/plan")
+        .body(Body::from("{not json"))
+        .expect("request");
+    let (status, _, v) = send(&s.app, request).await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    assert_eq!(s.counts().probes, 0, "validation happens before any network");
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_413() {
+    let s = server(&["--max-body-bytes", "1024"]).await;
+    let body = json!({ "sources": ["hf://a/b"], "pad": "x".repeat(4096) }).to_string();
+    let (status, _, v) = send(
+        &s.app,
+        Request::post("/v1/plan").body(Body::from(body)).expect("request"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(v["error"]["code"], "body_too_large");
+}
+
+#[tokio::test]
+async fn a_local_path_on_the_public_profile_is_403_naming_the_profile() {
+    let s = server(&[]).await;
+    let (status, _, v) = s.plan(&["/etc/passwd"]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(v["error"]["code"], "local_source_refused");
+    assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains("public")));
+}
+
+#[tokio::test]
+async fn a_local_path_outside_the_allowed_roots_is_403() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let s = server(&[
+        "--profile",
+        "local",
+        "--local-root",
+        root.path().to_str().expect("utf8"),
+    ])
+    .await;
+    for path in ["/etc", &format!("{}/../", root.path().display())] {
+        let (status, _, v) = s.plan(&[path]).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{path}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn upstream_answers_become_honest_statuses() {
+    let s = server(&[]).await;
+    for (source, status, code) in [
+        ("hf://nobody/nothing", StatusCode::NOT_FOUND, "repo_not_found"),
+        ("hf://Qwen/Qwen3-8B@nope", StatusCode::NOT_FOUND, "revision_not_found"),
+        ("hf://meta-llama/Llama-3.1-8B", StatusCode::UNAUTHORIZED, "gated"),
+    ] {
+        let (got, _, v) = s.plan(&[source]).await;
+        assert_eq!(
+            (got, v["error"]["code"].as_str()),
+            (status, Some(code)),
+            "{source}: {v}"
+        );
+    }
+    s.hub.add_fault(preflight_testhub::Fault::status(502));
+    let (got, _, v) = s.plan(&["hf://Qwen/Qwen3-0.6B"]).await;
+    assert_eq!(
+        (got, v["error"]["code"].as_str()),
+        (StatusCode::BAD_GATEWAY, Some("upstream_failed")),
+        "{v}"
+    );
+    assert_eq!(s.counts().plans, 0, "nothing was planned from a failed read");
+}

@@ -1,0 +1,8 @@
+//! The plan service, driven in process (no port) against the fixture Hub. One test binary,
+//! a module per area.
+
+mod bounds;
+mod cache;
+mod order;
+mod routes;
+mod support;

@@ -1,0 +1,237 @@
+//! SPEC §2's order, proven by counting work — never by timing.
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use preflight_testhub::Fault;
+
+use crate::support::{Counts, commit_of, server};
+
+const REPO: &str = "hf://Qwen/Qwen3-8B";
+
+#[tokio::test]
+async fn a_cache_hit_stages_nothing_and_plans_nothing() {
+    let s = server(&[]).await;
+    let (status, _, first) = s.plan(&[REPO]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(first["serving"]["cached"], false);
+    assert_eq!(
+        s.counts(),
+        Counts {
+            probes: 1,
+            staging: 1,
+            plans: 1,
+            hits: 0
+        }
+    );
+
+    let before = s.counts();
+    let (status, _, repeat) = s.plan(&[REPO]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(repeat["serving"]["cached"], true);
+    assert_eq!(
+        s.counts() - before,
+        Counts {
+            probes: 1,
+            staging: 0,
+            plans: 0,
+            hits: 1
+        }
+    );
+    assert_eq!(
+        repeat["artifacts"], first["artifacts"],
+        "the hit answers the same verdict"
+    );
+}
+
+#[tokio::test]
+async fn a_pinned_hit_needs_not_even_a_probe() {
+    let s = server(&[]).await;
+    let pinned = format!("hf://Qwen/Qwen3-8B@{}", commit_of("Qwen/Qwen3-8B"));
+    s.plan(&[&pinned]).await;
+    assert_eq!(
+        s.counts(),
+        Counts {
+            probes: 0,
+            staging: 1,
+            plans: 1,
+            hits: 0
+        }
+    );
+    let before = s.counts();
+    let (_, _, repeat) = s.plan(&[&pinned]).await;
+    assert_eq!(repeat["serving"]["cached"], true);
+    assert_eq!(
+        s.counts() - before,
+        Counts {
+            probes: 0,
+            staging: 0,
+            plans: 0,
+            hits: 1
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_different_resolved_commit_is_a_miss() {
+    let (s, second, _root) = crate::support::server_forked("Qwen/Qwen3-8B", &[]).await;
+    s.plan(&[REPO]).await;
+    // main moves: the probe learns a new commit, so the cached verdict does not apply.
+    s.hub.set_ref("Qwen/Qwen3-8B", "main", &second).expect("move main");
+    let before = s.counts();
+    let (_, _, v) = s.plan(&[REPO]).await;
+    assert_eq!(v["serving"]["cached"], false);
+    assert_eq!(
+        s.counts() - before,
+        Counts {
+            probes: 1,
+            staging: 1,
+            plans: 1,
+            hits: 0
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_local_source_is_planned_and_never_stored() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let root = fixtures.canonicalize().expect("fixtures");
+    let s = server(&["--profile", "local", "--local-root", root.to_str().expect("utf8")]).await;
+    let local = root.join("local/tiny-llama");
+    let local = local.to_str().expect("utf8");
+    for _ in 0..2 {
+        let (status, _, v) = s.plan(&[local]).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(
+            (v["serving"]["cached"].clone(), v["serving"]["cacheable"].clone()),
+            (false.into(), false.into())
+        );
+    }
+    assert_eq!(
+        s.counts(),
+        Counts {
+            probes: 0,
+            staging: 2,
+            plans: 2,
+            hits: 0
+        }
+    );
+}
+
+#[tokio::test]
+async fn one_artifact_without_a_commit_makes_the_whole_plan_uncacheable() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .canonicalize()
+        .expect("fixtures");
+    let s = server(&["--profile", "local", "--local-root", fixtures.to_str().expect("utf8")]).await;
+    let local = fixtures.join("local/tiny-llama-f32.gguf");
+    let sources = [REPO, local.to_str().expect("utf8")];
+    for _ in 0..2 {
+        let (status, _, v) = s.plan(&sources).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(v["serving"]["cacheable"], false);
+        assert_eq!(v["serving"]["cached"], false);
+    }
+    assert_eq!(
+        s.counts(),
+        Counts {
+            probes: 2,
+            staging: 2,
+            plans: 2,
+            hits: 0
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_failed_probe_falls_through_to_planning() {
+    let s = server(&[]).await;
+    // The probe (one-byte read of config.json at main) fails on both of its attempts…
+    s.hub
+        .add_fault(Fault::status(503).times(2).path_contains("/resolve/main/config.json"));
+    let (status, _, v) = s.plan(&[REPO]).await;
+    // …so the plan goes ahead without the cache: staged, planned, not stored.
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["serving"]["cacheable"], false);
+    assert_eq!(
+        s.counts(),
+        Counts {
+            probes: 1,
+            staging: 1,
+            plans: 1,
+            hits: 0
+        }
+    );
+    let (_, _, again) = s.plan(&[REPO]).await;
+    assert_eq!(
+        again["serving"]["cached"], false,
+        "nothing was stored from the uncacheable plan"
+    );
+}
+
+#[tokio::test]
+async fn a_full_permit_pool_refuses_a_miss_but_still_serves_a_hit() {
+    let s = server(&["--max-plans-in-flight", "1", "--retry-after-secs", "7"]).await;
+    s.plan(&[REPO]).await; // warm: now a hit
+    s.hub
+        .add_fault(Fault::latency(Duration::from_secs(2)).path_contains("DeepSeek"));
+    let slow = {
+        let app = s.app.clone();
+        tokio::spawn(async move {
+            let body = serde_json::json!({ "sources": ["hf://deepseek-ai/DeepSeek-V3"] }).to_string();
+            let request = axum::http::Request::post("/v1/plan")
+                .body(axum::body::Body::from(body))
+                .expect("request");
+            crate::support::send(&app, request).await
+        })
+    };
+    while s.state.pipeline.in_flight() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, headers, body) = s.plan(&["hf://Qwen/Qwen3-0.6B"]).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(headers.get("retry-after").and_then(|v| v.to_str().ok()), Some("7"));
+    assert_eq!(body["error"]["code"], "over_capacity");
+    let (status, _, hit) = s.plan(&[REPO]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(hit["serving"]["cached"], true);
+    assert_eq!(
+        s.state.pipeline.in_flight(),
+        1,
+        "the slow plan still holds the only permit"
+    );
+    slow.abort();
+}
+
+#[tokio::test]
+async fn concurrent_misses_of_one_key_do_the_work_once() {
+    let s = server(&["--max-plans-in-flight", "1"]).await;
+    s.hub.add_fault(Fault::latency(Duration::from_millis(100)));
+    let plans = (0..10).map(|_| {
+        let app = s.app.clone();
+        tokio::spawn(async move {
+            let body = serde_json::json!({ "sources": [REPO] }).to_string();
+            let request = axum::http::Request::post("/v1/plan")
+                .body(axum::body::Body::from(body))
+                .expect("request");
+            crate::support::send(&app, request).await.0
+        })
+    });
+    let statuses: Vec<StatusCode> = futures_join(plans).await;
+    assert!(
+        statuses.iter().all(|s| *s == StatusCode::OK),
+        "{statuses:?}: joiners need no permit"
+    );
+    let c = s.counts();
+    assert_eq!((c.staging, c.plans), (1, 1));
+    assert_eq!(crate::support::Counts { probes: 10, ..c }, c);
+}
+
+async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.expect("task"));
+    }
+    out
+}

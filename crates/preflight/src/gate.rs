@@ -1,0 +1,181 @@
+//! `preflight gate`: the deploy gate of SPEC §6 — a deployment signature (does the binary
+//! serving traffic look the cache up before doing work?), not a performance budget.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{Value, json};
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Base URL of the deployment, e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "PREFLIGHT_GATE_URL")]
+    url: String,
+    /// Source to plan (public, small and stable is best).
+    #[arg(long, default_value = "hf://Qwen/Qwen3-0.6B")]
+    source: String,
+    /// Pin the source to this commit (then the hit needs no probe either).
+    #[arg(long)]
+    revision: Option<String>,
+    /// Largest acceptable hit cost in seconds: hit round trip − the health floor.
+    #[arg(long, default_value_t = 0.5)]
+    ceiling: f64,
+    /// /v1/health round trips whose fastest is the floor (at least 3).
+    #[arg(long, default_value_t = 5)]
+    health_samples: usize,
+    /// Cached repeats whose fastest is the hit round trip.
+    #[arg(long, default_value_t = 3)]
+    repeats: usize,
+    /// Seconds to wait for any one response.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+}
+
+/// Exit when the server cannot be reached at all.
+const EXIT_UNREACHABLE: u8 = 3;
+
+struct Gate {
+    client: reqwest::Client,
+    base: String,
+    failures: usize,
+}
+
+impl Gate {
+    fn check(&mut self, ok: bool, name: &str, figure: String) {
+        println!("{}  {name:<24}{figure}", if ok { "PASS" } else { "FAIL" });
+        if !ok {
+            self.failures += 1;
+        }
+    }
+
+    async fn get(&self, path: &str) -> Result<(u16, Value, Duration), reqwest::Error> {
+        let started = Instant::now();
+        let response = self.client.get(format!("{}{path}", self.base)).send().await?;
+        let status = response.status().as_u16();
+        let body = response.json().await.unwrap_or(Value::Null);
+        Ok((status, body, started.elapsed()))
+    }
+
+    async fn plan(&self, source: &str) -> Result<(u16, Value, Duration), reqwest::Error> {
+        let started = Instant::now();
+        let response = self
+            .client
+            .post(format!("{}/v1/plan", self.base))
+            .json(&json!({ "sources": [source] }))
+            .send()
+            .await?;
+        let status = response.status().as_u16();
+        let body = response.json().await.unwrap_or(Value::Null);
+        Ok((status, body, started.elapsed()))
+    }
+}
+
+pub fn run(args: &GateArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("preflight gate: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(gate(args)) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failures) => {
+            println!("gate: {failures} check(s) failed");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("preflight gate: {} unreachable: {e}", args.url);
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+    }
+}
+
+async fn gate(args: &GateArgs) -> Result<usize, reqwest::Error> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(args.timeout))
+        .build()?;
+    let mut g = Gate {
+        client,
+        base: args.url.trim_end_matches('/').to_owned(),
+        failures: 0,
+    };
+    let source = match &args.revision {
+        Some(rev) => format!("{}@{rev}", args.source.split('@').next().unwrap_or(&args.source)),
+        None => args.source.clone(),
+    };
+
+    let (status, caps, _) = g.get("/v1/capabilities").await?;
+    let profile = caps["profile"].as_str().unwrap_or("?").to_owned();
+    let has = |path: &str| {
+        caps["routes"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|x| x["path"] == path))
+    };
+    g.check(
+        status == 200 && has("/v1/plan") && has("/v1/health"),
+        "capabilities",
+        format!(
+            "profile={profile} version={} revision={}",
+            caps["version"].as_str().unwrap_or("?"),
+            caps["revision"].as_str().unwrap_or("?")
+        ),
+    );
+
+    let (status, first, took) = g.plan(&source).await?;
+    let admissible = first["admissible"].as_bool();
+    g.check(
+        status == 200 && admissible.is_some(),
+        "plan",
+        format!(
+            "{source}: HTTP {status}, admissible={admissible:?}, {:.3}s",
+            took.as_secs_f64()
+        ),
+    );
+
+    let mut hit: Option<Duration> = None;
+    let mut all_cached = true;
+    for _ in 0..args.repeats.max(1) {
+        let (status, repeat, took) = g.plan(&source).await?;
+        all_cached &= status == 200 && repeat["serving"]["cached"] == true;
+        hit = Some(hit.map_or(took, |h| h.min(took)));
+    }
+    let hit = hit.unwrap_or_default();
+    g.check(
+        all_cached,
+        "repeat is cached",
+        format!("serving.cached={all_cached}, fastest hit {:.3}s", hit.as_secs_f64()),
+    );
+
+    let mut floor: Option<Duration> = None;
+    for _ in 0..args.health_samples.max(3) {
+        let (status, _, took) = g.get("/v1/health").await?;
+        if status == 200 {
+            floor = Some(floor.map_or(took, |f| f.min(took)));
+        }
+    }
+    let floor = floor.unwrap_or_default();
+    let cost = hit.saturating_sub(floor).as_secs_f64();
+    g.check(
+        cost <= args.ceiling && all_cached,
+        "hit cost",
+        format!(
+            "{cost:.3}s over a {:.3}s floor (ceiling {:.2}s)",
+            floor.as_secs_f64(),
+            args.ceiling
+        ),
+    );
+
+    if profile == "public" {
+        let (status, body, _) = g.plan("/etc").await?;
+        g.check(
+            status == 403,
+            "local path refused",
+            format!("HTTP {status} {}", body["error"]["code"].as_str().unwrap_or("")),
+        );
+    } else {
+        println!("SKIP  local path refused    profile={profile} allows local paths");
+    }
+    Ok(g.failures)
+}

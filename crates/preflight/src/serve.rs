@@ -1,0 +1,31 @@
+//! `preflight serve`: logging, a runtime, and the server library.
+
+use std::process::ExitCode;
+
+use preflight_server::{LogFormat, ServeArgs};
+use tracing_subscriber::EnvFilter;
+
+pub fn run(args: ServeArgs) -> ExitCode {
+    let filter = EnvFilter::try_from_env("PREFLIGHT_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match args.log_format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.init(),
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("preflight serve: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(preflight_server::serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("preflight serve: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
