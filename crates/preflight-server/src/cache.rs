@@ -28,37 +28,63 @@ pub fn hex(bytes: &[u8]) -> String {
 pub struct VerdictCache {
     memory: moka::future::Cache<String, Arc<Entry>>,
     store: Option<SqliteStore>,
+    shared: Option<Arc<crate::shared::Shared>>,
 }
 
 impl VerdictCache {
     /// `memory_bytes` bounds the memory tier by the verdicts' JSON size.
-    pub fn new(memory_bytes: u64, store: Option<SqliteStore>) -> Self {
+    pub fn new(memory_bytes: u64, store: Option<SqliteStore>, shared: Option<Arc<crate::shared::Shared>>) -> Self {
         let memory = moka::future::Cache::builder()
             .max_capacity(memory_bytes)
             .weigher(|key: &String, entry: &Arc<Entry>| (key.len() + entry.body.len()).try_into().unwrap_or(u32::MAX))
             .build();
-        Self { memory, store }
+        Self { memory, store, shared }
     }
 
-    /// Memory first, then the persistent store (promoting what it finds).
+    pub fn shared(&self) -> Option<&crate::shared::Shared> {
+        self.shared.as_deref()
+    }
+
+    /// Memory first, then the persistent store, then the shared tier (promoting what they
+    /// find into memory).
     pub async fn get(&self, key: &str) -> Result<Option<Arc<Entry>>, StoreError> {
         if let Some(entry) = self.memory.get(key).await {
             return Ok(Some(entry));
         }
-        let Some(store) = &self.store else { return Ok(None) };
-        let found = store.get(key.to_owned()).await?;
+        let mut found = match &self.store {
+            Some(store) => store.get(key.to_owned()).await?,
+            None => None,
+        };
+        if found.is_none()
+            && let Some(shared) = &self.shared
+        {
+            found = shared.get(key).await;
+        }
         let Some(body) = found else { return Ok(None) };
-        let entry = Arc::new(Entry { body: body.into() });
-        self.memory.insert(key.to_owned(), entry.clone()).await;
-        Ok(Some(entry))
+        Ok(Some(self.promote(key, body).await))
     }
 
-    /// Into memory always; into the store when there is one (its failure is returned for
-    /// counting, the memory tier still holds the verdict).
+    /// The shared tier alone (a replica waiting on another's plan polls it).
+    pub async fn get_shared(&self, key: &str) -> Option<Arc<Entry>> {
+        let body = self.shared.as_ref()?.get(key).await?;
+        Some(self.promote(key, body).await)
+    }
+
+    async fn promote(&self, key: &str, body: String) -> Arc<Entry> {
+        let entry = Arc::new(Entry { body: body.into() });
+        self.memory.insert(key.to_owned(), entry.clone()).await;
+        entry
+    }
+
+    /// Into memory always, then the shared tier and the store when configured (a store
+    /// failure is returned for counting; the memory tier still holds the verdict).
     pub async fn put(&self, key: &str, body: Arc<str>) -> Result<(), StoreError> {
         self.memory
             .insert(key.to_owned(), Arc::new(Entry { body: body.clone() }))
             .await;
+        if let Some(shared) = &self.shared {
+            shared.put(key, &body).await;
+        }
         match &self.store {
             Some(store) => store.put(key.to_owned(), body).await,
             None => Ok(()),

@@ -91,6 +91,34 @@ pub struct ServeArgs {
     #[arg(long = "local-root", env = "PREFLIGHT_LOCAL_ROOTS", value_delimiter = ',')]
     pub local_roots: Vec<PathBuf>,
 
+    /// Redis for the shared tier when several replicas serve one endpoint
+    /// (`redis://host:port/db`): verdicts, cross-replica single flight, the Hub budget.
+    /// Without it, the embedded store is the only persistent tier.
+    #[arg(long, env = "PREFLIGHT_CACHE_URL")]
+    pub cache_url: Option<String>,
+
+    /// How long verdicts live in the shared tier, in seconds.
+    #[arg(long, env = "PREFLIGHT_CACHE_TTL_SECS", default_value_t = 7 * 24 * 3600)]
+    pub cache_ttl_secs: u64,
+
+    /// Seconds a replica holds the lease on a key it is planning; a dead holder's lease
+    /// expires after this and another replica takes over.
+    #[arg(long, env = "PREFLIGHT_LEASE_SECS", default_value_t = 60)]
+    pub lease_secs: u64,
+
+    /// Milliseconds any one Redis call may take before the replica carries on without it.
+    #[arg(long, env = "PREFLIGHT_REDIS_TIMEOUT_MS", default_value_t = 250)]
+    pub redis_timeout_ms: u64,
+
+    /// Hub requests the whole fleet may send per --hub-budget-window-secs (counted in Redis;
+    /// needs --cache-url). Past it a miss is refused with 429 instead of going upstream.
+    #[arg(long, env = "PREFLIGHT_HUB_BUDGET", requires = "cache_url")]
+    pub hub_budget: Option<u64>,
+
+    /// The window of --hub-budget, in seconds (the Hub's own limits are per 5 minutes).
+    #[arg(long, env = "PREFLIGHT_HUB_BUDGET_WINDOW_SECS", default_value_t = 300)]
+    pub hub_budget_window_secs: u64,
+
     /// Log format on stderr.
     #[arg(long, env = "PREFLIGHT_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,

@@ -84,6 +84,12 @@ impl From<HubError> for ApiError {
                     ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "upstream_rate_limited", message)
                 };
             }
+            HubError::BudgetExhausted { retry_after } => {
+                return ApiError {
+                    retry_after: Some(*retry_after),
+                    ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "hub_budget_exhausted", message)
+                };
+            }
             HubError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
             HubError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "upstream_too_large"),
             HubError::Upstream { .. }

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod pipeline;
 pub mod routes;
+pub mod shared;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +48,8 @@ pub enum ServeError {
     },
     #[error("server: {0}")]
     Io(#[from] std::io::Error),
+    #[error("--cache-url: {0}")]
+    Redis(#[from] redis::RedisError),
 }
 
 /// Build the state from flags. The Hub client reads HF_HUB_OFFLINE and HF_HOME from the
@@ -59,13 +62,28 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     hub_config.max_retries = args.upstream_retries;
     hub_config.max_concurrent = args.max_upstream_requests.max(1);
     hub_config.max_header_bytes = args.max_header_bytes;
-    let hub = HubClient::new(hub_config)?;
-    let store = if args.no_store {
-        None
-    } else {
-        Some(cache::SqliteStore::open(&args.data_dir)?)
+    let metrics = Arc::new(metrics::Metrics::default());
+    let shared = match &args.cache_url {
+        Some(url) => Some(Arc::new(shared::Shared::new(
+            shared::SharedConfig {
+                url: url.clone(),
+                ttl: Duration::from_secs(args.cache_ttl_secs.max(1)),
+                lease: Duration::from_secs(args.lease_secs.max(1)),
+                op_timeout: Duration::from_millis(args.redis_timeout_ms.max(1)),
+                budget: args.hub_budget.map(|n| (n, Duration::from_secs(args.hub_budget_window_secs.max(1)))),
+            },
+            metrics.clone(),
+        )?)),
+        None => None,
     };
-    let cache = cache::VerdictCache::new(args.memory_cache_bytes, store);
+    let mut hub = HubClient::new(hub_config)?;
+    if let Some(shared) = &shared
+        && args.hub_budget.is_some()
+    {
+        hub = hub.with_budget(shared.clone());
+    }
+    let store = if args.no_store { None } else { Some(cache::SqliteStore::open(&args.data_dir)?) };
+    let cache = cache::VerdictCache::new(args.memory_cache_bytes, store, shared);
     let roots = if args.local_roots.is_empty() {
         vec![std::env::current_dir()?]
     } else {
@@ -78,7 +96,6 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
                 .map_err(|source| ServeError::LocalRoot { path, source })
         })
         .collect::<Result<_, _>>()?;
-    let metrics = Arc::new(metrics::Metrics::default());
     let pipeline = pipeline::Pipeline::new(
         hub,
         cache,

@@ -67,6 +67,11 @@ pub struct Metrics {
     pub store_errors: AtomicU64,
     pub errors_4xx: AtomicU64,
     pub errors_5xx: AtomicU64,
+    /// The shared tier: reachable (1) or not (0); failures; budget refusals; lease waits.
+    pub redis_up: AtomicU64,
+    pub redis_errors: AtomicU64,
+    pub budget_refusals: AtomicU64,
+    pub lease_waits: AtomicU64,
     pub hit_latency: Histogram,
     pub miss_latency: Histogram,
 }
@@ -81,7 +86,8 @@ impl Metrics {
     }
 
     /// Prometheus text exposition format.
-    pub fn render(&self, memory_entries: u64, memory_bytes: u64, in_flight: u64) -> String {
+    /// `redis`: whether a shared tier is configured (its series appear only then).
+    pub fn render(&self, memory_entries: u64, memory_bytes: u64, in_flight: u64, redis: bool) -> String {
         let mut out = String::with_capacity(4096);
         let counters: [(&str, &str, &AtomicU64); 15] = [
             (
@@ -178,6 +184,41 @@ impl Metrics {
         ];
         for (name, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+        }
+        if redis {
+            let shared: [(&str, &str, &str, &AtomicU64); 4] = [
+                (
+                    "preflight_redis_up",
+                    "gauge",
+                    "the shared Redis tier answers (1) or is bypassed (0)",
+                    &self.redis_up,
+                ),
+                (
+                    "preflight_redis_errors_total",
+                    "counter",
+                    "Redis calls that failed or timed out",
+                    &self.redis_errors,
+                ),
+                (
+                    "preflight_hub_budget_refusals_total",
+                    "counter",
+                    "Hub requests refused by the shared budget",
+                    &self.budget_refusals,
+                ),
+                (
+                    "preflight_lease_waits_total",
+                    "counter",
+                    "misses that waited on another replica's plan",
+                    &self.lease_waits,
+                ),
+            ];
+            for (name, kind, help, value) in shared {
+                let _ = writeln!(
+                    out,
+                    "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+                    Self::get(value)
+                );
+            }
         }
         let name = "preflight_plan_duration_seconds";
         let _ = writeln!(

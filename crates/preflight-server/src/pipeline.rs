@@ -30,6 +30,10 @@ use crate::cache::{VerdictCache, hex};
 use crate::config::Profile;
 use crate::error::ApiError;
 use crate::metrics::{Metrics, inc};
+use crate::shared::Lease;
+
+/// How often a replica waiting on another's plan looks for its verdict.
+const LEASE_POLL: Duration = Duration::from_millis(25);
 
 /// SPEC §1: a request names 1 to 8 sources.
 pub const MAX_SOURCES: usize = 8;
@@ -146,7 +150,9 @@ impl Pipeline {
             .all(Option::is_some)
             .then(|| cache_key(&sources, &commits, &request.options, token.as_deref()));
         if self.lookup_after_staging {
-            return self.plan_in_the_broken_order(&hub, &sources, &commits, &request.options, key).await;
+            return self
+                .plan_in_the_broken_order(&hub, &sources, &commits, &request.options, key)
+                .await;
         }
         if let Some(key) = &key
             && let Some(hit) = self.lookup(key).await
@@ -186,19 +192,66 @@ impl Pipeline {
             }
             Ok(leader) => leader,
         };
-        let result = match self.permit() {
-            Ok(_permit) => {
-                self.stage_plan_store(&hub, &sources, &commits, &request.options, &key)
-                    .await
-            }
-            Err(refused) => Err(refused),
-        };
-        leader.finish(result.clone());
-        result.map(|body| Planned {
+        let result = self.lead(&hub, &sources, &commits, &request.options, &key).await;
+        leader.finish(result.clone().map(|(body, _)| body));
+        result.map(|(body, cached)| Planned {
             body,
-            cached: false,
+            cached,
             cacheable: true,
         })
+    }
+
+    /// Do the work for `key` (permit, stage, plan, store) — unless another replica holds the
+    /// key's lease in the shared tier: then wait, bounded, for its verdict. A lease whose holder
+    /// died expires and is taken again. Returns the verdict and whether it came from the cache.
+    async fn lead(
+        &self,
+        hub: &HubClient,
+        sources: &[Source],
+        commits: &[Option<String>],
+        options: &PlanOptions,
+        key: &str,
+    ) -> Result<(Arc<str>, bool), ApiError> {
+        let work = || async {
+            let _permit = self.permit()?;
+            self.stage_plan_store(hub, sources, commits, options, key)
+                .await
+                .map(|body| (body, false))
+        };
+        let Some(shared) = self.cache.shared() else {
+            return work().await;
+        };
+        let deadline = tokio::time::Instant::now() + self.upstream_timeout;
+        loop {
+            match shared.try_lease(key).await {
+                Lease::Unavailable => return work().await,
+                Lease::Acquired => {
+                    // The holder before us may have stored it just as its lease went.
+                    let result = match self.cache.get_shared(key).await {
+                        Some(entry) => Ok((entry.body.clone(), true)),
+                        None => work().await,
+                    };
+                    shared.release(key).await;
+                    return result;
+                }
+                Lease::Held => {
+                    inc(&self.metrics.lease_waits);
+                    loop {
+                        if tokio::time::Instant::now() >= deadline {
+                            return Err(self.upstream_timed_out());
+                        }
+                        tokio::time::sleep(LEASE_POLL).await;
+                        if let Some(entry) = self.cache.get_shared(key).await {
+                            inc(&self.metrics.cache_hits);
+                            return Ok((entry.body.clone(), true));
+                        }
+                        if shared.lease_held(key).await != Some(true) {
+                            break;
+                        }
+                    }
+                }
+            }
+        }
     }
 
     async fn stage_plan_store(
@@ -230,14 +283,22 @@ impl Pipeline {
         let _permit = self.permit()?;
         let (body, _) = self.stage_and_plan(hub, sources, commits, options).await?;
         let Some(key) = key else {
-            return Ok(Planned { body, cached: false, cacheable: false });
+            return Ok(Planned {
+                body,
+                cached: false,
+                cacheable: false,
+            });
         };
         if let Some(hit) = self.lookup(&key).await {
             return Ok(hit);
         }
         inc(&self.metrics.cache_misses);
         self.store(&key, body.clone()).await;
-        Ok(Planned { body, cached: false, cacheable: true })
+        Ok(Planned {
+            body,
+            cached: false,
+            cacheable: true,
+        })
     }
 
     fn admit(&self, request: &PlanRequest) -> Result<Vec<Source>, ApiError> {
@@ -456,6 +517,7 @@ fn definite(e: &HubError) -> bool {
             | HubError::RepoNotFound { .. }
             | HubError::RevisionNotFound { .. }
             | HubError::EntryNotFound { .. }
+            | HubError::BudgetExhausted { .. }
     )
 }
 

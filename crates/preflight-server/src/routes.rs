@@ -1,7 +1,7 @@
 //! The routes, mounted from one table — so `/v1/capabilities` and the OpenAPI document are
 //! derived from what is actually mounted and cannot drift from it.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use axum::Router;
@@ -13,6 +13,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodRouter, get, post};
 use serde_json::json;
+use sha2::Digest;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -31,6 +32,7 @@ pub struct RouteInfo {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RouteId {
+    Explorer,
     Health,
     Capabilities,
     Plan,
@@ -39,6 +41,12 @@ enum RouteId {
 }
 
 pub const ROUTES: &[RouteInfo] = &[
+    RouteInfo {
+        method: "GET",
+        path: "/",
+        summary: "The Explorer: a page that plans a source and shows the verdict",
+        id: RouteId::Explorer,
+    },
     RouteInfo {
         method: "GET",
         path: "/v1/health",
@@ -73,6 +81,7 @@ pub const ROUTES: &[RouteInfo] = &[
 
 fn handler(id: RouteId) -> MethodRouter<Arc<AppState>> {
     match id {
+        RouteId::Explorer => get(explorer),
         RouteId::Health => get(health),
         RouteId::Capabilities => get(capabilities),
         RouteId::Plan => post(plan),
@@ -141,7 +150,8 @@ async fn capabilities(State(state): State<Arc<AppState>>) -> Response {
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let (entries, bytes) = state.pipeline.cache.memory_usage().await;
-    let text = state.metrics.render(entries, bytes, state.pipeline.in_flight());
+    let redis = state.pipeline.cache.shared().is_some();
+    let text = state.metrics.render(entries, bytes, state.pipeline.in_flight(), redis);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
@@ -222,4 +232,135 @@ fn verdict_response(body: &str, serving: &serde_json::Value) -> Response {
 
 fn json_response(value: serde_json::Value) -> Response {
     axum::Json(value).into_response()
+}
+
+/// The Explorer page: one self-contained file (inline CSS and JS, no third-party requests),
+/// embedded in the binary. The device suggestions are filled in from the planner's catalogue,
+/// so they cannot drift from what `devices` accepts.
+const EXPLORER_TEMPLATE: &str = include_str!("../assets/explorer.html");
+
+/// The page as served, and its Content-Security-Policy. The policy allows the page's own
+/// inline script and style by hash and nothing from any other origin: the page can only talk
+/// to this server, and a verdict's text can never run as script.
+struct ExplorerPage {
+    html: String,
+    csp: HeaderValue,
+}
+
+static EXPLORER: LazyLock<ExplorerPage> = LazyLock::new(|| {
+    let options: String = preflight_plan::devices::CATALOGUE
+        .iter()
+        .map(|(name, _, what)| format!("<option value=\"{}\">{}</option>", escape_html(name), escape_html(what)))
+        .collect();
+    let html = EXPLORER_TEMPLATE.replacen("<!--DEVICES-->", &options, 1);
+    let hashes = |open: &str, close: &str| -> String {
+        inline_blocks(&html, open, close)
+            .map(|block| format!(" 'sha256-{}'", base64(&sha2::Sha256::digest(block))))
+            .collect()
+    };
+    let csp = format!(
+        "default-src 'none'; script-src{}; style-src{}; connect-src 'self'; img-src 'self' data:; \
+         base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        hashes("<script>", "</script>"),
+        hashes("<style>", "</style>"),
+    );
+    let csp = HeaderValue::from_str(&csp).unwrap_or(HeaderValue::from_static("default-src 'none'"));
+    ExplorerPage { html, csp }
+});
+
+async fn explorer() -> Response {
+    let page = &*EXPLORER;
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            (header::CONTENT_SECURITY_POLICY, page.csp.clone()),
+            (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+            (header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")),
+        ],
+        page.html.clone(),
+    )
+        .into_response()
+}
+
+/// The contents of every `open`…`close` block (inline `<script>` or `<style>` elements).
+fn inline_blocks<'a>(html: &'a str, open: &'a str, close: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    html.split(open)
+        .skip(1)
+        .filter_map(move |rest| rest.split_once(close).map(|(block, _)| block))
+}
+
+fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Standard base64 with padding, as CSP hash sources are written.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * i)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_rfc_4648_vectors() {
+        for (input, expected) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), expected);
+        }
+    }
+
+    #[test]
+    fn the_explorer_is_self_contained_and_its_policy_covers_its_inline_code() {
+        let page = &*EXPLORER;
+        assert!(!page.html.contains("<!--DEVICES-->"), "device catalogue not filled in");
+        assert!(page.html.contains("<option value=\"h100-80gb\">"));
+        // No third-party requests: nothing is loaded from another origin.
+        for attribute in [
+            "src=\"http",
+            "href=\"http",
+            "src=\"//",
+            "href=\"//",
+            "@import",
+            "url(http",
+        ] {
+            assert!(!page.html.contains(attribute), "the page loads `{attribute}…`");
+        }
+        let csp = page.csp.to_str().expect("ascii");
+        assert_eq!(
+            csp.matches("'sha256-").count(),
+            2,
+            "one script and one style, each hashed: {csp}"
+        );
+        assert!(csp.contains("connect-src 'self'") && csp.contains("default-src 'none'"));
+        assert!(!csp.contains("unsafe-inline"));
+    }
 }

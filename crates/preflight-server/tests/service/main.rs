@@ -5,4 +5,5 @@ mod bounds;
 mod cache;
 mod order;
 mod routes;
+mod shared;
 mod support;

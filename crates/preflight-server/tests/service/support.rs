@@ -16,7 +16,7 @@ pub const TOKEN: &str = "hf_service_token";
 pub struct Server {
     pub state: Arc<AppState>,
     pub app: Router,
-    pub hub: TestHub,
+    pub hub: Arc<TestHub>,
     pub data: tempfile::TempDir,
 }
 
@@ -56,18 +56,30 @@ pub async fn server_forked(repo: &str, flags: &[&str]) -> (Server, String, tempf
     (server_with(hub, flags), second, root)
 }
 
+/// A server on an already running fixture Hub.
+pub fn server_on(hub: TestHub, flags: &[&str]) -> Server {
+    server_with(hub, flags)
+}
+
 fn server_with(hub: TestHub, flags: &[&str]) -> Server {
     let data = tempfile::tempdir().expect("tempdir");
     let state = preflight_server::state(&args(&hub, data.path(), flags)).expect("state");
     Server {
         app: preflight_server::app(state.clone()),
         state,
-        hub,
+        hub: Arc::new(hub),
         data,
     }
 }
 
 impl Server {
+    /// Another replica: its own data dir and state, the same fixture Hub (its log included).
+    pub fn sibling(&self, flags: &[&str]) -> Server {
+        let data = tempfile::tempdir().expect("tempdir");
+        let state = preflight_server::state(&args(&self.hub, data.path(), flags)).expect("state");
+        Server { app: preflight_server::app(state.clone()), state, hub: self.hub.clone(), data }
+    }
+
     /// A fresh server process on the same data dir and fixture Hub: what a restart leaves.
     pub fn restart(&mut self, flags: &[&str]) {
         let state = preflight_server::state(&args(&self.hub, self.data.path(), flags)).expect("state");

@@ -48,6 +48,13 @@ pub struct HubClient {
     config: Arc<HubConfig>,
     endpoint: Url,
     permits: Arc<Semaphore>,
+    budget: Option<Arc<dyn UpstreamBudget>>,
+}
+
+/// A budget every request to the Hub's own origin draws from first (the service's shared,
+/// fleet-wide budget). `Err(retry_after)` refuses the request before it is sent.
+pub trait UpstreamBudget: Send + Sync {
+    fn draw(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Duration>> + Send + '_>>;
 }
 
 /// A ranged read: the bytes and the file's full size from `Content-Range`.
@@ -69,9 +76,16 @@ impl HubClient {
         Ok(Self {
             http,
             permits: Arc::new(Semaphore::new(config.max_concurrent.max(1))),
+            budget: None,
             endpoint,
             config: Arc::new(config),
         })
+    }
+
+    /// The same client, drawing from `budget` before every request to the Hub's origin.
+    pub fn with_budget(mut self, budget: Arc<dyn UpstreamBudget>) -> HubClient {
+        self.budget = Some(budget);
+        self
     }
 
     /// The same client (connections, request bound) acting with another caller's token.
@@ -303,6 +317,11 @@ impl HubClient {
         range: Option<&str>,
         ctx: &Context<'_>,
     ) -> Result<reqwest::Response, HubError> {
+        if let Some(budget) = &self.budget
+            && url.origin() == self.endpoint.origin()
+        {
+            budget.draw().await.map_err(|retry_after| HubError::BudgetExhausted { retry_after })?;
+        }
         let _permit = self
             .permits
             .acquire()

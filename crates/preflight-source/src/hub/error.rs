@@ -39,6 +39,8 @@ pub enum HubError {
     Protocol { url: String, detail: String },
     #[error("offline (HF_HUB_OFFLINE=1) and {what} is not in the local HF cache")]
     Offline { what: String },
+    #[error("the shared Hub budget is spent for now; retry after {}s", retry_after.as_secs().max(1))]
+    BudgetExhausted { retry_after: Duration },
     #[error("{0}")]
     Config(String),
 }

@@ -1,0 +1,253 @@
+//! The shared tier for several replicas, in Redis: verdicts (same keys and checksums as the
+//! embedded store, with a TTL), a lease per key for cross-replica single flight, and a
+//! fleet-wide budget of Hub requests.
+//!
+//! **Redis failing is not an outage.** Every call has a short timeout; a failure opens a
+//! breaker that skips Redis for a backoff that doubles up to a ceiling, after which one call
+//! tries again (the connection manager reconnects underneath). While open, replicas serve
+//! from memory (and SQLite), single flight is per replica, and the budget is enforced per
+//! replica. `/metrics` shows `preflight_redis_up` and the error count.
+
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redis::AsyncCommands;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::cache::checksum;
+use crate::metrics::{Metrics, inc};
+
+/// Key prefix: bump the version if the value layout changes.
+const PREFIX: &str = "preflight:v1";
+/// The breaker's first and longest pause after a failure.
+const BREAKER_MIN: Duration = Duration::from_millis(500);
+const BREAKER_MAX: Duration = Duration::from_secs(5);
+
+pub struct SharedConfig {
+    pub url: String,
+    pub ttl: Duration,
+    pub lease: Duration,
+    pub op_timeout: Duration,
+    /// Hub requests per window for the whole fleet; `None`: no budget.
+    pub budget: Option<(u64, Duration)>,
+}
+
+pub struct Shared {
+    conn: ConnectionManager,
+    config: SharedConfig,
+    breaker: Mutex<Breaker>,
+    metrics: std::sync::Arc<Metrics>,
+    /// Identifies this replica's leases.
+    replica: String,
+    /// The budget while Redis is unreachable: enforced by this replica alone.
+    local_budget: Mutex<(u64, u64)>,
+}
+
+#[derive(Default)]
+struct Breaker {
+    failures: u32,
+    open_until: Option<Instant>,
+}
+
+/// Outcome of asking for the lease on a key.
+pub enum Lease {
+    Acquired,
+    /// Another replica is planning this key.
+    Held,
+    /// Redis could not say: plan locally.
+    Unavailable,
+}
+
+impl Shared {
+    /// Connects lazily: a Redis that is down at start-up is retried in the background.
+    pub fn new(config: SharedConfig, metrics: std::sync::Arc<Metrics>) -> Result<Self, redis::RedisError> {
+        let client = redis::Client::open(config.url.as_str())?;
+        let manager_config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(config.op_timeout))
+            .set_response_timeout(Some(config.op_timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(BREAKER_MAX);
+        let conn = ConnectionManager::new_lazy_with_config(client, manager_config)?;
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        Ok(Self {
+            conn,
+            config,
+            breaker: Mutex::new(Breaker::default()),
+            metrics,
+            replica: format!("{}-{nanos}", std::process::id()),
+            local_budget: Mutex::new((0, 0)),
+        })
+    }
+
+    pub fn up(&self) -> bool {
+        self.breaker.lock().map(|b| b.open_until.is_none()).unwrap_or(false)
+    }
+
+    /// Run one Redis call under the breaker and the timeout; `None` when skipped or failed.
+    async fn call<T, F>(&self, what: &str, f: impl FnOnce(ConnectionManager) -> F) -> Option<T>
+    where
+        F: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        {
+            let breaker = self.breaker.lock().ok()?;
+            if breaker.open_until.is_some_and(|until| Instant::now() < until) {
+                return None;
+            }
+        }
+        let result = tokio::time::timeout(self.config.op_timeout, f(self.conn.clone())).await;
+        let mut breaker = self.breaker.lock().ok()?;
+        match result {
+            Ok(Ok(value)) => {
+                if breaker.failures > 0 {
+                    tracing::info!("redis reachable again: shared tier restored");
+                }
+                *breaker = Breaker::default();
+                self.metrics.redis_up.store(1, Ordering::Relaxed);
+                Some(value)
+            }
+            failed => {
+                let detail = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {} ms", self.config.op_timeout.as_millis()),
+                };
+                breaker.failures = breaker.failures.saturating_add(1);
+                let pause = BREAKER_MIN
+                    .saturating_mul(1 << breaker.failures.min(6))
+                    .min(BREAKER_MAX);
+                breaker.open_until = Some(Instant::now() + pause);
+                inc(&self.metrics.redis_errors);
+                self.metrics.redis_up.store(0, Ordering::Relaxed);
+                tracing::warn!(what, error = %detail, pause_ms = pause.as_millis() as u64, "redis unavailable: serving without the shared tier");
+                None
+            }
+        }
+    }
+
+    /// One round trip through the breaker: true when Redis answers now.
+    pub async fn ping(&self) -> bool {
+        self.call("ping", |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await }).await.is_some()
+    }
+
+    fn verdict_key(key: &str) -> String {
+        format!("{PREFIX}:verdict:{key}")
+    }
+
+    fn lease_key(key: &str) -> String {
+        format!("{PREFIX}:lease:{key}")
+    }
+
+    /// The verdict under `key`, checksum verified (a corrupt value is deleted: a miss).
+    pub async fn get(&self, key: &str) -> Option<String> {
+        let rkey = Self::verdict_key(key);
+        let value: String = self.call("get", |mut c| async move { c.get::<_, Option<String>>(rkey).await }).await??;
+        let (sum, body) = value.split_once('\n')?;
+        if checksum(body.as_bytes()) == sum {
+            return Some(body.to_owned());
+        }
+        tracing::warn!(key, "corrupt verdict in redis: treated as a miss and deleted");
+        let rkey = Self::verdict_key(key);
+        let _: Option<()> = self.call("del", |mut c| async move { c.del(rkey).await }).await;
+        None
+    }
+
+    pub async fn put(&self, key: &str, body: &str) {
+        let value = format!("{}\n{body}", checksum(body.as_bytes()));
+        let (rkey, ttl) = (Self::verdict_key(key), self.config.ttl.as_secs().max(1));
+        let _: Option<()> = self
+            .call("set", |mut c| async move { c.set_ex(rkey, value, ttl).await })
+            .await;
+    }
+
+    /// Take the lease on `key` for [`SharedConfig::lease`]; a holder that dies lets it expire.
+    pub async fn try_lease(&self, key: &str) -> Lease {
+        let (rkey, me, ms) = (
+            Self::lease_key(key),
+            self.replica.clone(),
+            self.config.lease.as_millis() as u64,
+        );
+        let set: Option<Option<String>> = self
+            .call("lease", |mut c| async move {
+                redis::cmd("SET")
+                    .arg(rkey)
+                    .arg(me)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async(&mut c)
+                    .await
+            })
+            .await;
+        match set {
+            Some(Some(_)) => Lease::Acquired,
+            Some(None) => Lease::Held,
+            None => Lease::Unavailable,
+        }
+    }
+
+    /// Whether anyone holds the lease on `key` (`None`: Redis could not say).
+    pub async fn lease_held(&self, key: &str) -> Option<bool> {
+        let rkey = Self::lease_key(key);
+        self.call("exists", |mut c| async move { c.exists(rkey).await }).await
+    }
+
+    /// Give the lease back, if it is still ours.
+    pub async fn release(&self, key: &str) {
+        let (rkey, me) = (Self::lease_key(key), self.replica.clone());
+        let script = redis::Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
+        );
+        let _: Option<i64> = self
+            .call("release", |mut c| async move {
+                script.key(rkey).arg(me).invoke_async(&mut c).await
+            })
+            .await;
+    }
+
+    /// Draw one Hub request from the fleet's budget: a fixed window of `limit` requests per
+    /// `window` (a token bucket refilled whole at each window boundary), counted in Redis.
+    pub async fn draw(&self) -> Result<(), Duration> {
+        let Some((limit, window)) = self.config.budget else {
+            return Ok(());
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+        let window_ms = window.as_millis().max(1) as u64;
+        let index = now.as_millis() as u64 / window_ms;
+        let retry_after = Duration::from_millis(window_ms - now.as_millis() as u64 % window_ms);
+        let rkey = format!("{PREFIX}:budget:{index}");
+        let ttl = window.as_secs().max(1) * 2;
+        let used: Option<u64> = self
+            .call("budget", |mut c| async move {
+                let (used, _): (u64, bool) = redis::pipe()
+                    .atomic()
+                    .incr(&rkey, 1)
+                    .expire(&rkey, ttl as i64)
+                    .query_async(&mut c)
+                    .await?;
+                Ok(used)
+            })
+            .await;
+        let used = match used {
+            Some(used) => used,
+            None => {
+                let mut local = self.local_budget.lock().map_err(|_| retry_after)?;
+                if local.0 != index {
+                    *local = (index, 0);
+                }
+                local.1 += 1;
+                local.1
+            }
+        };
+        if used > limit {
+            inc(&self.metrics.budget_refusals);
+            return Err(retry_after);
+        }
+        Ok(())
+    }
+}
+
+impl preflight_source::hub::client::UpstreamBudget for Shared {
+    fn draw(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Duration>> + Send + '_>> {
+        Box::pin(Shared::draw(self))
+    }
+}

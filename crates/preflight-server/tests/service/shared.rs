@@ -1,0 +1,199 @@
+//! Several replicas sharing one real Redis (`redis-server`, started per test on a free
+//! loopback port — never a mock) and one fixture Hub.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use preflight_testhub::{Fault, Origin, TestHub};
+
+use crate::support::{Server, commit_of, hub};
+
+/// A `redis-server` of our own; stopped on drop.
+pub struct Redis {
+    child: Option<Child>,
+    pub port: u16,
+}
+
+impl Redis {
+    pub fn start() -> Redis {
+        let port = TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+        let mut redis = Redis { child: None, port };
+        redis.resume();
+        redis
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// (Re)start on the same port, empty, and wait until it accepts connections.
+    pub fn resume(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server must be installed (apt-get install redis-server); .ci/run installs it");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Two replicas (each with its own data dir) on one fixture Hub and one Redis.
+async fn replicas(redis: &Redis, flags: &[&str]) -> (Server, Server) {
+    let hub = hub().await;
+    let url = redis.url();
+    let mut all = vec!["--cache-url", url.as_str(), "--redis-timeout-ms", "200"];
+    all.extend_from_slice(flags);
+    let a = crate::support::server_on(hub, &all);
+    let b = a.sibling(&all);
+    (a, b)
+}
+
+fn hub_requests(hub: &TestHub) -> usize {
+    hub.requests().iter().filter(|r| r.origin == Origin::Hub).count()
+}
+
+fn post(app: &axum::Router, source: &'static str) -> tokio::task::JoinHandle<(StatusCode, axum::http::HeaderMap, serde_json::Value)> {
+    let app = app.clone();
+    tokio::spawn(async move {
+        let body = serde_json::json!({ "sources": [source] }).to_string();
+        let request = axum::http::Request::post("/v1/plan").body(axum::body::Body::from(body)).expect("request");
+        crate::support::send(&app, request).await
+    })
+}
+
+#[tokio::test]
+async fn a_miss_on_one_replica_is_a_hit_on_another_for_one_upstream_request() {
+    let redis = Redis::start();
+    let (a, b) = replicas(&redis, &[]).await;
+    let (status, _, first) = a.plan(&["hf://Qwen/Qwen3-8B"]).await;
+    assert_eq!((status, first["serving"]["cached"].as_bool()), (StatusCode::OK, Some(false)));
+    let before = hub_requests(&a.hub);
+    let (_, _, on_b) = b.plan(&["hf://Qwen/Qwen3-8B"]).await;
+    assert_eq!(on_b["serving"]["cached"], true);
+    assert_eq!(hub_requests(&a.hub) - before, 1, "B paid one probe and nothing else");
+    assert_eq!((b.counts().staging, b.counts().plans), (0, 0));
+
+    let pinned = format!("hf://Qwen/Qwen3-8B@{}", commit_of("Qwen/Qwen3-8B"));
+    a.plan(&[&pinned]).await;
+    let before = hub_requests(&a.hub);
+    let (_, _, on_b) = b.plan(&[&pinned]).await;
+    assert_eq!(on_b["serving"]["cached"], true);
+    assert_eq!(hub_requests(&a.hub) - before, 0, "a pinned hit costs nothing upstream");
+}
+
+#[tokio::test]
+async fn concurrent_misses_across_replicas_stage_the_headers_once() {
+    let redis = Redis::start();
+    let (a, b) = replicas(&redis, &[]).await;
+    a.hub.add_fault(Fault::latency(Duration::from_millis(50)));
+    let tasks: Vec<_> = (0..20).map(|i| post(if i % 2 == 0 { &a.app } else { &b.app }, "hf://Qwen/Qwen3-30B-A3B")).collect();
+    for t in tasks {
+        assert_eq!(t.await.expect("task").0, StatusCode::OK);
+    }
+    assert_eq!(a.counts().staging + b.counts().staging, 1, "one staging pass across the fleet");
+    let shard_reads = a.hub.requests().iter().filter(|r| r.origin == Origin::Hub && r.path.ends_with(".safetensors")).count();
+    assert_eq!(shard_reads, 13, "each of the 13 shard headers read once");
+}
+
+#[tokio::test]
+async fn a_dead_leaseholders_lease_expires_and_the_work_is_retried() {
+    let redis = Redis::start();
+    let (a, b) = replicas(&redis, &["--lease-secs", "1"]).await;
+    a.hub.add_fault(Fault::latency(Duration::from_millis(400)).path_contains("gpt-oss"));
+    // A takes the lease, then its request is abandoned mid-staging: the lease is never released.
+    let abandoned = post(&a.app, "hf://openai/gpt-oss-20b");
+    while a.counts().staging == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    abandoned.abort();
+    let started = Instant::now();
+    let (status, _, v) = b.plan(&["hf://openai/gpt-oss-20b"]).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(b.counts().staging, 1, "B did the work once the lease expired");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(preflight_server::metrics::Metrics::get(&b.state.metrics.lease_waits), 1);
+}
+
+#[tokio::test]
+async fn stopping_redis_loses_no_request_and_restarting_restores_sharing() {
+    let mut redis = Redis::start();
+    let (a, b) = replicas(&redis, &[]).await;
+    let mut statuses = Vec::new();
+    for round in 0..30 {
+        if round == 10 {
+            redis.stop();
+        }
+        let replica = if round % 2 == 0 { &a } else { &b };
+        // Before the outage two repos; during it, three new ones (misses that need Redis).
+        let source = match round {
+            0..10 => ["hf://Qwen/Qwen3-0.6B", "hf://Qwen/Qwen3-8B"][round % 2],
+            _ => ["hf://openai/gpt-oss-20b", "hf://Qwen/Qwen3-30B-A3B", "hf://microsoft/Phi-3-mini-4k-instruct"][round % 3],
+        };
+        statuses.push(replica.plan(&[source]).await.0);
+    }
+    assert!(statuses.iter().all(|s| *s == StatusCode::OK || *s == StatusCode::TOO_MANY_REQUESTS), "{statuses:?}");
+    let errors = |s: &Server| preflight_server::metrics::Metrics::get(&s.state.metrics.redis_errors);
+    assert!(errors(&a) + errors(&b) > 0, "the outage was noticed");
+
+    redis.resume();
+    // Each replica goes back to Redis once its breaker lets a call through (backoff ≤ 5 s).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for replica in [&a, &b] {
+        let shared = replica.state.pipeline.cache.shared().expect("shared tier");
+        while !shared.ping().await {
+            assert!(Instant::now() < deadline, "redis never came back");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // Sharing is restored: a new verdict on A is a hit on B.
+    let (status, _, _) = a.plan(&["hf://mistralai/Mixtral-8x7B-v0.1"]).await;
+    assert_eq!(status, StatusCode::OK);
+    let staged = b.counts().staging;
+    let (_, _, v) = b.plan(&["hf://mistralai/Mixtral-8x7B-v0.1"]).await;
+    assert_eq!(v["serving"]["cached"], true);
+    assert_eq!(b.counts().staging, staged);
+}
+
+#[tokio::test]
+async fn the_shared_hub_budget_holds_across_replicas() {
+    let redis = Redis::start();
+    let budget = 12;
+    let (a, b) = replicas(&redis, &["--hub-budget", "12", "--hub-budget-window-secs", "600"]).await;
+    let sources = ["hf://Qwen/Qwen3-0.6B", "hf://Qwen/Qwen3-8B", "hf://openai/gpt-oss-20b", "hf://mistralai/Mixtral-8x7B-v0.1", "hf://Qwen/Qwen3-30B-A3B", "hf://deepseek-ai/DeepSeek-V3"];
+    let mut refused = 0;
+    for (i, source) in sources.iter().enumerate() {
+        let replica = if i % 2 == 0 { &a } else { &b };
+        let (status, headers, v) = replica.plan(&[source]).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            refused += 1;
+            assert_eq!(v["error"]["code"], "hub_budget_exhausted", "{v}");
+            assert!(headers.get("retry-after").is_some());
+        } else {
+            assert_eq!(status, StatusCode::OK, "{v}");
+        }
+    }
+    assert!(hub_requests(&a.hub) <= budget, "the Hub saw {} requests, budget {budget}", hub_requests(&a.hub));
+    assert!(refused > 0, "the budget was reached");
+    assert!(preflight_server::metrics::Metrics::get(&a.state.metrics.budget_refusals) + preflight_server::metrics::Metrics::get(&b.state.metrics.budget_refusals) > 0);
+}
