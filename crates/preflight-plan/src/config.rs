@@ -135,12 +135,7 @@ impl<'a> ConfigReader<'a> {
     /// A required positive integer; absence or zero is a finding.
     pub fn u64(&mut self, key: &str) -> Option<u64> {
         if self.value(key).is_none() {
-            let subject = self.subject(key);
-            self.findings.push(
-                Code::ConfigMissingKey,
-                subject,
-                format!("`{key}` is required for this architecture"),
-            );
+            self.missing(key);
             return None;
         }
         match self.opt_u64(key)? {
@@ -150,6 +145,23 @@ impl<'a> ConfigReader<'a> {
             }
             n => Some(n),
         }
+    }
+
+    /// A key this architecture requires is absent.
+    pub fn missing(&mut self, key: &str) {
+        let subject = self.subject(key);
+        self.findings.push(
+            Code::ConfigMissingKey,
+            subject,
+            format!("`{key}` is required for this architecture"),
+        );
+    }
+
+    /// An optional positive integer: absent is `None` without a finding; zero or ill-typed
+    /// is a finding.
+    pub fn opt_positive(&mut self, key: &str) -> Option<u64> {
+        self.value(key)?;
+        self.u64(key)
     }
 
     /// A layer count: required, positive, and at most [`MAX_LAYERS`] (per-layer tables are

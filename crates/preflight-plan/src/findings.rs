@@ -111,6 +111,20 @@ catalogue! {
     /// Stored tensors that are buffers, not parameters (e.g. DeepSeek's
     /// `e_score_correction_bias`); counted in raw elements and bytes, not in parameters.
     TensorBuffersExcluded => ("tensor.buffers_excluded", Info),
+    /// Memory was asked for, but this artifact's cannot be known: no architecture, no dtype
+    /// to cache in, or a layer the planner has no cache model for. No figure is guessed, and
+    /// the system's `memory` block is left out. Fix the other findings, or give `kv_dtype`.
+    MemoryUnavailable => ("memory.unavailable", Blocking),
+    /// The tensor-parallel degree cannot split this model as engines require (vLLM: heads
+    /// and MLP widths divisible by it, KV heads divisible by it or dividing it). Per-device
+    /// figures are left out. Choose a degree that divides the heads.
+    MemoryTensorParallelInvalid => ("memory.tensor_parallel_invalid", Blocking),
+    /// The requested context is longer than the model's declared maximum; engines refuse it
+    /// unless overridden. The figures are still computed at the requested context.
+    MemoryContextExceedsModel => ("memory.context_exceeds_model", Warning),
+    /// The config declares no dtype, so the KV cache is planned in the float dtype most
+    /// parameters are stored in. Give `kv_dtype` to plan another.
+    MemoryDtypeInferred => ("memory.dtype_inferred", Info),
 }
 
 /// One thing the planner noticed about an artifact.

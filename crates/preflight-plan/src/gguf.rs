@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use preflight_formats::facts::GgufFile;
 use preflight_formats::gguf::{self, HeaderIssue, Value};
 
-use crate::families::{Component, pattern_matches};
+use crate::families::{Component, Placement, pattern_matches};
 use crate::findings::{Code, Findings};
+use crate::memory::WeightsLayout;
 use crate::verdict::{Architecture, Attention, Moe, Parameters, Quantization};
 
 /// `general.architecture` values the planner models, with the transformers `model_type`
@@ -123,11 +124,16 @@ const TENSORS: &[(&str, Component)] = &[
     ),
 ];
 
+/// llama.cpp names of tensors every tensor-parallel rank holds whole, beyond norms, routers
+/// and buffers: the MLA latent down-projections (vLLM's `ReplicatedLinear`).
+const TP_REPLICATED: &[&str] = &["blk.N.{attn_q_a,attn_kv_a_mqa}.weight"];
+
 pub struct Planned {
     pub architecture: Option<Architecture>,
     pub parameters: Parameters,
     pub weights_bytes: u64,
     pub tensor_elements_by_dtype: BTreeMap<String, u64>,
+    pub layout: WeightsLayout,
 }
 
 pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> Planned {
@@ -147,6 +153,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             parameters: Parameters::default(),
             weights_bytes: 0,
             tensor_elements_by_dtype: BTreeMap::new(),
+            layout: WeightsLayout::default(),
         };
     };
     if let Some(count) = uint(&first.header.kv, "split.count")
@@ -165,6 +172,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     let mut by_dtype: BTreeMap<String, u64> = BTreeMap::new();
     let mut by_component: BTreeMap<String, u64> = BTreeMap::new();
     let mut weights_bytes = 0u64;
+    let mut layout = WeightsLayout::default();
     let mut layers = BTreeSet::new();
     let mut unplaced: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = BTreeSet::new();
@@ -182,14 +190,11 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             let type_name = ty.map_or_else(|| format!("type{}", tensor.ggml_type), |t| t.name.to_owned());
             let sum = |total: &mut u64, n: u64| *total = total.saturating_add(n);
             sum(elements_by_type.entry(type_name.clone()).or_default(), elements);
-            if let Some(t) = ty {
-                sum(
-                    &mut weights_bytes,
-                    (elements / t.block_elements).saturating_mul(t.block_bytes),
-                );
-            }
+            let bytes = ty.map_or(0, |t| (elements / t.block_elements).saturating_mul(t.block_bytes));
+            sum(&mut weights_bytes, bytes);
             let (normalized, layer) = normalize(&tensor.name);
             let Some((_, component)) = TENSORS.iter().find(|(p, _)| pattern_matches(p, &normalized)) else {
+                layout.add_unplaced(bytes);
                 *unplaced.entry(normalized).or_default() += 1;
                 continue;
             };
@@ -200,6 +205,14 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             if let Some(l) = layer {
                 layers.insert(l);
             }
+            let placement =
+                if component.is_replicated() || TP_REPLICATED.iter().any(|p| pattern_matches(p, &normalized)) {
+                    Placement::Replicated
+                } else {
+                    Placement::Sharded
+                };
+            let params = if component == Component::Buffer { 0 } else { elements };
+            layout.add(component, placement, params, bytes);
             if component == Component::Buffer {
                 continue;
             }
@@ -256,6 +269,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
         },
         weights_bytes,
         tensor_elements_by_dtype: elements_by_type,
+        layout,
     }
 }
 
@@ -398,10 +412,16 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
     }
     let (layers, hidden, heads, context) = (layers?, hidden?, heads?, context?);
     let key = |k: &str| format!("{prefix}{k}");
-    let kv_heads = per_layer(kv, &key("attention.head_count_kv"), layers)
-        .and_then(|v| v.into_iter().max())
+    let kv_per_layer = per_layer(kv, &key("attention.head_count_kv"), layers);
+    let kv_heads = kv_per_layer
+        .as_ref()
+        .and_then(|v| v.iter().copied().max())
         .unwrap_or(heads);
+    // Kept only when layers differ; uniform arrays say no more than `kv_heads`.
+    let kv_heads_per_layer = kv_per_layer.filter(|v| v.iter().any(|n| *n != kv_heads));
     let head_dim = uint(kv, &key("attention.key_length")).unwrap_or(hidden / heads);
+    let v_head_dim = uint(kv, &key("attention.value_length")).filter(|v| *v != head_dim);
+    let widest = |k: &str| per_layer(kv, &key(k), layers).and_then(|v| v.into_iter().max());
     let vocab = uint(kv, &key("vocab_size")).or_else(|| match kv.get("tokenizer.ggml.tokens") {
         Some(Value::SkippedArray { len, .. }) => Some(*len),
         Some(Value::Array(a)) => Some(a.len() as u64),
@@ -452,8 +472,14 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
             active: uint(kv, &key("expert_used_count")).unwrap_or(0),
             shared: uint(kv, &key("expert_shared_count")).unwrap_or(0),
             dense_layers: (0..dense.min(layers)).collect(),
+            expert_intermediate_size: uint(kv, &key("expert_feed_forward_length")),
         }
     });
+    // `feed_forward_length` is the dense width; a MoE without dense layers has none.
+    let intermediate_size = match &moe {
+        Some(m) if m.dense_layers.is_empty() => None,
+        _ => widest("feed_forward_length").filter(|n| *n > 0),
+    };
     Some(Architecture {
         model_type: (*model_type).to_owned(),
         family: (*family).to_owned(),
@@ -462,6 +488,9 @@ fn architecture(kv: &BTreeMap<String, Value>, findings: &mut Findings) -> Option
         heads,
         kv_heads,
         head_dim,
+        v_head_dim,
+        kv_heads_per_layer,
+        intermediate_size,
         vocab_size: vocab,
         context,
         attention,

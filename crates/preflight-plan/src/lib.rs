@@ -4,17 +4,20 @@
 //! service and the Explorer all call [`plan`], so they give the same answer.
 
 pub mod config;
+pub mod devices;
 pub mod families;
 pub mod findings;
 mod gguf;
+mod memory;
+pub mod options;
 pub mod quant;
 mod safetensors;
 pub mod verdict;
 
 use preflight_formats::facts::{ArtifactFacts, Content};
-use serde::{Deserialize, Serialize};
 
 pub use findings::{Code, Finding, Severity};
+pub use options::{Devices, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
 pub use verdict::*;
 
 /// The verdict document's schema identifier.
@@ -22,16 +25,22 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 
 /// Bumped only when some verdict could flip (a figure, a finding, admissibility). It is part
 /// of the service's cache key, so a bump invalidates every cached verdict.
-pub const SEMANTICS_VERSION: u32 = 1;
+pub const SEMANTICS_VERSION: u32 = 2;
 
-/// What the caller asks of the plan beyond the facts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlanOptions {}
-
-/// Plan a system of one or more artifacts.
-pub fn plan(facts: &[ArtifactFacts], _options: &PlanOptions) -> Verdict {
-    let artifacts: Vec<ArtifactVerdict> = facts.iter().enumerate().map(|(i, f)| plan_artifact(i, f)).collect();
+/// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
+/// (bad options are bad input); options that fail it are planned without memory.
+pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
+    let memory_options = (options.asks_for_memory() && options.validate().is_ok()).then_some(options);
+    let (artifacts, sizings): (Vec<ArtifactVerdict>, Vec<Option<memory::Sizing>>) = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| plan_artifact(i, f, memory_options))
+        .unzip();
+    // The system's memory only when every artifact's is known: a sum with a gap is wrong.
+    let memory = memory_options.and_then(|options| {
+        let sizings: Vec<memory::Sizing> = sizings.into_iter().collect::<Option<_>>()?;
+        (!sizings.is_empty()).then(|| memory::system(&sizings, options))
+    });
     let mut summary = Summary::default();
     for finding in artifacts.iter().flat_map(|a| &a.findings) {
         match finding.severity {
@@ -50,12 +59,17 @@ pub fn plan(facts: &[ArtifactFacts], _options: &PlanOptions) -> Verdict {
         summary,
         staging: facts.iter().map(|f| f.staging.clone()).collect(),
         artifacts,
+        memory,
     }
 }
 
-fn plan_artifact(index: usize, facts: &ArtifactFacts) -> ArtifactVerdict {
+fn plan_artifact(
+    index: usize,
+    facts: &ArtifactFacts,
+    memory_options: Option<&PlanOptions>,
+) -> (ArtifactVerdict, Option<memory::Sizing>) {
     let mut findings = findings::Findings::default();
-    let (format, architecture, parameters, weights_bytes, tensor_elements_by_dtype) = match &facts.content {
+    let (format, architecture, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
         Content::Safetensors {
             files,
             index,
@@ -68,6 +82,7 @@ fn plan_artifact(index: usize, facts: &ArtifactFacts) -> ArtifactVerdict {
                 p.parameters,
                 p.weights_bytes,
                 p.tensor_elements_by_dtype,
+                p.layout,
             )
         }
         Content::Gguf { parts, missing_parts } => {
@@ -78,10 +93,20 @@ fn plan_artifact(index: usize, facts: &ArtifactFacts) -> ArtifactVerdict {
                 p.parameters,
                 p.weights_bytes,
                 p.tensor_elements_by_dtype,
+                p.layout,
             )
         }
     };
-    ArtifactVerdict {
+    let sizing = memory_options.and_then(|options| {
+        let inputs = memory::Inputs {
+            architecture: architecture.as_ref(),
+            format,
+            parameters: &parameters,
+            layout: &layout,
+        };
+        memory::prepare(&inputs, options, &mut findings)
+    });
+    let verdict = ArtifactVerdict {
         name: artifact_name(facts),
         source: facts.source.clone(),
         format,
@@ -89,8 +114,10 @@ fn plan_artifact(index: usize, facts: &ArtifactFacts) -> ArtifactVerdict {
         parameters,
         weights_bytes,
         tensor_elements_by_dtype,
+        memory: sizing.as_ref().map(memory::Sizing::report),
         findings: findings.finish(index),
-    }
+    };
+    (verdict, sizing)
 }
 
 /// The repo (and file, for a GGUF) or the path's last component.

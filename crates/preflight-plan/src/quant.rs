@@ -193,9 +193,59 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
     (Cow::Borrowed(name), Role::Param { factor: 1, dtype: None })
 }
 
+/// The parameter a quantization-metadata tensor belongs to, named as [`role`] names it
+/// (`X.weight_scale_inv` → `X.weight`, MXFP4 `X_scales` → `X`), so its bytes can be
+/// counted beside that parameter's.
+pub fn scale_owner(name: &str) -> Option<String> {
+    if let Some((stem, _)) = name.split_once(".weight.quant_state.") {
+        return Some(format!("{stem}.weight"));
+    }
+    SCALE_SUFFIXES.iter().find_map(|(suffix, _)| {
+        let stem = name.strip_suffix(suffix)?;
+        Some(match *suffix {
+            "_scales" => stem.to_owned(),
+            _ => format!("{stem}.weight"),
+        })
+    })
+}
+
 /// For a scale whose parameter must exist, the parameter's name.
 pub fn scaled_tensor(name: &str) -> Option<String> {
     SCALE_SUFFIXES
         .iter()
         .find_map(|(suffix, base)| Some(format!("{}{}", name.strip_suffix(suffix)?, (*base)?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scales_belong_to_the_parameter_they_scale() {
+        for (scale, owner) in [
+            (
+                "model.layers.0.mlp.up_proj.weight_scale_inv",
+                "model.layers.0.mlp.up_proj.weight",
+            ),
+            (
+                "model.layers.0.mlp.experts.gate_up_proj_scales",
+                "model.layers.0.mlp.experts.gate_up_proj",
+            ),
+            (
+                "model.layers.0.self_attn.q_proj.scales",
+                "model.layers.0.self_attn.q_proj.weight",
+            ),
+            (
+                "model.layers.0.self_attn.q_proj.weight.absmax",
+                "model.layers.0.self_attn.q_proj.weight",
+            ),
+            (
+                "model.layers.0.self_attn.q_proj.weight.quant_state.bitsandbytes__nf4",
+                "model.layers.0.self_attn.q_proj.weight",
+            ),
+        ] {
+            assert_eq!(scale_owner(scale).as_deref(), Some(owner), "{scale}");
+        }
+        assert_eq!(scale_owner("model.layers.0.mlp.up_proj.weight"), None);
+    }
 }

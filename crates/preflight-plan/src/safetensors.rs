@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::config::ConfigReader;
 use crate::families::{self, Component, Family, Normalized, pattern_matches};
 use crate::findings::{Code, Findings};
+use crate::memory::WeightsLayout;
 use crate::quant::{self, Role};
 use crate::verdict::{Architecture, Parameters};
 
@@ -20,6 +21,7 @@ pub struct Planned {
     pub parameters: Parameters,
     pub weights_bytes: u64,
     pub tensor_elements_by_dtype: BTreeMap<String, u64>,
+    pub layout: WeightsLayout,
 }
 
 pub fn plan(
@@ -63,6 +65,7 @@ pub fn plan(
         parameters,
         weights_bytes: tally.weights_bytes,
         tensor_elements_by_dtype: tally.elements_by_dtype,
+        layout: tally.layout,
     }
 }
 
@@ -337,6 +340,8 @@ struct Tally {
     /// lm_head's parameters by dtype, to take back out when embeddings are tied.
     lm_head_by_dtype: BTreeMap<String, u64>,
     buffers: u64,
+    /// Bytes by component and tensor-parallel placement, for memory planning.
+    layout: WeightsLayout,
 }
 
 impl Tally {
@@ -367,10 +372,8 @@ impl Tally {
                     self.elements_by_dtype.entry(tensor.dtype.clone()).or_default(),
                     elements,
                 );
-                add(
-                    &mut self.weights_bytes,
-                    tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]),
-                );
+                let bytes = tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]);
+                add(&mut self.weights_bytes, bytes);
                 let (base, role) = quant::role(&tensor.name, &tensor.dtype, method);
                 let shape = shape_of_name(&base);
                 let Role::Param { factor, dtype } = role else {
@@ -378,6 +381,9 @@ impl Tally {
                         && !names.contains(scaled.as_str())
                     {
                         orphan_scales.push(&tensor.name);
+                    }
+                    if let Some(family) = family {
+                        self.place_scale(family, &tensor.name, bytes, main_layers);
                     }
                     continue;
                 };
@@ -393,12 +399,19 @@ impl Tally {
                 };
                 let is_mtp = matches!((shape.layer, main_layers), (Some(l), Some(main)) if l >= main);
                 let Some(component) = family.classify(&shape.normalized, is_mtp) else {
+                    self.layout.add_unplaced(bytes);
                     *unplaced.entry(shape.normalized).or_default() += 1;
                     continue;
                 };
                 if let Some(layer) = shape.layer {
                     self.layers.insert(layer);
                 }
+                let params = match component {
+                    Component::Buffer => 0,
+                    _ => elements.saturating_mul(factor),
+                };
+                let placement = family.placement(&shape.normalized, component);
+                self.layout.add(component, placement, params, bytes);
                 match component {
                     Component::Buffer => {
                         self.buffers += 1;
@@ -431,7 +444,6 @@ impl Tally {
                         }
                     }
                 }
-                let params = elements.saturating_mul(factor);
                 let dtype = dtype.unwrap_or(&tensor.dtype);
                 add(self.by_component.entry(component).or_default(), params);
                 add(self.by_dtype.entry(dtype.to_owned()).or_default(), params);
@@ -472,6 +484,21 @@ impl Tally {
                     self.buffers
                 ),
             );
+        }
+    }
+
+    /// Count a scale's bytes with the parameter it scales; a scale of nothing the family
+    /// places is unplaced (conservatively replicated).
+    fn place_scale(&mut self, family: &Family, name: &str, bytes: u64, main_layers: Option<u64>) {
+        let placed = quant::scale_owner(name).and_then(|owner| {
+            let shape = shape_of_name(&owner);
+            let is_mtp = matches!((shape.layer, main_layers), (Some(l), Some(main)) if l >= main);
+            let component = family.classify(&shape.normalized, is_mtp)?;
+            Some((component, family.placement(&shape.normalized, component)))
+        });
+        match placed {
+            Some((component, placement)) => self.layout.add(component, placement, 0, bytes),
+            None => self.layout.add_unplaced(bytes),
         }
     }
 
@@ -546,7 +573,7 @@ impl Tally {
         }
     }
 
-    fn parameters(&self, arch: Option<&Architecture>, findings: &mut Findings) -> Parameters {
+    fn parameters(&mut self, arch: Option<&Architecture>, findings: &mut Findings) -> Parameters {
         let mut by_component: BTreeMap<String, u64> = self
             .by_component
             .iter()
@@ -565,6 +592,7 @@ impl Tally {
                 "tie_word_embeddings is set and lm_head is stored too; counted once",
             );
             by_component.remove("lm_head");
+            self.layout.remove(Component::LmHead);
             for (dtype, n) in &self.lm_head_by_dtype {
                 if let Some(total) = by_dtype.get_mut(dtype) {
                     *total = total.saturating_sub(*n);

@@ -15,6 +15,11 @@ pub struct Verdict {
     pub admissible: bool,
     pub summary: Summary,
     pub artifacts: Vec<ArtifactVerdict>,
+    /// Memory and fit of the whole system on the named devices: present when the options
+    /// ask for memory and every artifact's memory is known (else see each artifact's
+    /// `memory.unavailable` finding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     /// Per artifact, in artifact order.
     pub staging: Vec<StagingStats>,
 }
@@ -44,6 +49,9 @@ pub struct ArtifactVerdict {
     pub weights_bytes: u64,
     /// Raw stored elements per dtype (packed 4-bit bytes counted as stored).
     pub tensor_elements_by_dtype: BTreeMap<String, u64>,
+    /// This artifact's share of the memory plan, when the options ask for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<ArtifactMemory>,
     pub findings: Vec<Finding>,
 }
 
@@ -74,8 +82,20 @@ pub struct Architecture {
     pub layers: u64,
     pub hidden_size: u64,
     pub heads: u64,
+    /// The most KV heads any layer has (see `kv_heads_per_layer`).
     pub kv_heads: u64,
+    /// Key (and query) width per head, as declared — not assumed to be hidden/heads.
     pub head_dim: u64,
+    /// Value width per head, when it differs from `head_dim` (GGUF `attention.value_length`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub v_head_dim: Option<u64>,
+    /// KV heads of each layer, when they differ between layers (GGUF per-layer
+    /// `attention.head_count_kv`); a 0 is a layer without attention.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_heads_per_layer: Option<Vec<u64>>,
+    /// Width of the dense MLP layers (`intermediate_size`), when the model has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intermediate_size: Option<u64>,
     pub vocab_size: u64,
     /// Longest context the config declares (`max_position_embeddings` or equivalent).
     pub context: u64,
@@ -115,6 +135,9 @@ pub struct Moe {
     pub shared: u64,
     /// Layers with a dense MLP instead of experts.
     pub dense_layers: Vec<u64>,
+    /// Width of one expert's MLP (and of each shared expert), when declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_intermediate_size: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -125,4 +148,95 @@ pub struct Quantization {
     pub layout: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bits: Option<u64>,
+}
+
+/// Memory and fit of a whole system (SPEC §3 `memory`): every artifact placed with the same
+/// tensor-parallel degree on the same devices. See `docs/memory.md` for every formula.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    pub sequences: u64,
+    pub tensor_parallel: u64,
+    pub gpu_utilization: f64,
+    /// Sums over the artifacts of their `memory` figures.
+    pub weights_bytes: u64,
+    pub kv_cache_bytes_per_token: u64,
+    pub kv_cache_bytes: u64,
+    pub activation_bytes: u64,
+    pub total_bytes: u64,
+    /// One entry per named device; empty without devices, or when an artifact cannot be
+    /// placed at this tensor-parallel degree.
+    pub per_device: Vec<DeviceMemory>,
+    /// Every device holds its share within its usable bytes. Null without `per_device`.
+    pub fits: Option<bool>,
+    /// The longest context (at `sequences`, for every artifact, up to the shortest model
+    /// maximum) for which `fits` holds; 0 when not even one token fits. Null without
+    /// `per_device`.
+    pub max_context_that_fits: Option<u64>,
+}
+
+/// What one device holds: its rank's share of every artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceMemory {
+    /// Catalogue name, or the capacity in bytes for a device given by size.
+    pub device: String,
+    pub capacity_bytes: u64,
+    /// `capacity_bytes × gpu_utilization`, rounded down.
+    pub usable_bytes: u64,
+    pub weights_bytes: u64,
+    pub kv_cache_bytes: u64,
+    pub activation_bytes: u64,
+    pub total_bytes: u64,
+    pub fits: bool,
+}
+
+/// One artifact's memory: weights, KV cache by attention kind, activations, and the share
+/// each tensor-parallel rank holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArtifactMemory {
+    /// Tokens per sequence planned for.
+    pub context: u64,
+    pub sequences: u64,
+    /// The KV cache element type (`bf16`, `f16`, `fp8`, …).
+    pub kv_dtype: String,
+    /// `as_stored`, or the what-if type the weights are planned in.
+    pub weights_dtype: String,
+    pub weights_bytes: u64,
+    /// What one more token adds to one long sequence, past every sliding window.
+    pub kv_cache_bytes_per_token: u64,
+    /// For `context` tokens in each of `sequences` sequences.
+    pub kv_cache_bytes: u64,
+    pub activation_bytes: u64,
+    pub total_bytes: u64,
+    /// The KV cache by attention kind: the working behind `kv_cache_bytes`.
+    pub kv_cache: Vec<KvCacheGroup>,
+    /// What each tensor-parallel rank holds; absent when the model cannot be split this way
+    /// (see the `memory.tensor_parallel_invalid` finding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_rank: Option<RankMemory>,
+}
+
+/// Layers that cache alike: same kind, window and bytes per token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvCacheGroup {
+    /// `full`, `sliding` or `mla`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<u64>,
+    pub layers: u64,
+    /// Bytes one token adds to one such layer.
+    pub bytes_per_token_per_layer: u64,
+    /// Tokens each sequence keeps in such a layer: `context`, or the window when shorter.
+    pub tokens_per_sequence: u64,
+    /// `layers × bytes_per_token_per_layer × tokens_per_sequence × sequences`.
+    pub bytes: u64,
+}
+
+/// One tensor-parallel rank's share of an artifact.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RankMemory {
+    pub tensor_parallel: u64,
+    pub weights_bytes: u64,
+    pub kv_cache_bytes: u64,
+    pub activation_bytes: u64,
+    pub total_bytes: u64,
 }

@@ -141,26 +141,83 @@ fn tensor() -> impl Strategy<Value = TensorInfo> {
         })
 }
 
+/// Options as a caller might send them, hostile values included (validated or not).
+fn options() -> impl Strategy<Value = PlanOptions> {
+    let extreme = || prop_oneof![Just(0u64), 1u64..5, 1u64..200_000, Just(1 << 32), any::<u64>()];
+    (
+        prop::option::of(extreme()),
+        prop::option::of(extreme()),
+        prop::option::of(prop::sample::select(&["bf16", "fp8", "q4_0", "f32"][..])),
+        prop::option::of(prop::sample::select(&["int4", "fp8", "f32", "mxfp4"][..])),
+        prop::option::of(prop::sample::select(
+            &["h100-80gb:8", "l4", "1:3", "18446744073709551615:2"][..],
+        )),
+        prop::option::of(extreme()),
+        any::<bool>(),
+    )
+        .prop_map(
+            |(context, sequences, kv, weights, devices, tp, include_mtp)| PlanOptions {
+                context,
+                sequences,
+                kv_dtype: kv.map(|k| k.parse().expect("kv dtype")),
+                weights_dtype: weights.map(|w| w.parse().expect("weights dtype")),
+                devices: devices.map(|d| d.parse().expect("devices")),
+                tensor_parallel: tp,
+                gpu_utilization: None,
+                include_mtp,
+            },
+        )
+}
+
+fn facts(config: Option<Map<String, Value>>, tensors: Vec<TensorInfo>) -> ArtifactFacts {
+    ArtifactFacts {
+        source: SourceRef {
+            spec: "prop".into(),
+            ..SourceRef::default()
+        },
+        config: config.map(|raw| Config { raw }),
+        content: Content::Safetensors {
+            files: vec![SafetensorsFile {
+                name: "model.safetensors".into(),
+                size: None,
+                header: Header {
+                    tensors,
+                    metadata: None,
+                    json_len: 0,
+                    issues: vec![],
+                },
+            }],
+            index: None,
+            missing_files: vec![],
+        },
+        staging: StagingStats::default(),
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
     fn plan_never_panics(config in proptest::option::of(config()), tensors in prop::collection::vec(tensor(), 0..40)) {
-        let facts = ArtifactFacts {
-            source: SourceRef { spec: "prop".into(), ..SourceRef::default() },
-            config: config.map(|raw| Config { raw }),
-            content: Content::Safetensors {
-                files: vec![SafetensorsFile { name: "model.safetensors".into(), size: None, header: Header { tensors, metadata: None, json_len: 0, issues: vec![] } }],
-                index: None,
-                missing_files: vec![],
-            },
-            staging: StagingStats::default(),
-        };
-        let verdict = plan(&[facts], &PlanOptions::default());
+        let verdict = plan(&[facts(config, tensors)], &PlanOptions::default());
         let a = &verdict.artifacts[0];
         prop_assert_eq!(verdict.admissible, verdict.summary.blocking == 0);
         if let Some(active) = a.parameters.active_per_token {
             prop_assert!(active <= a.parameters.total);
+        }
+    }
+
+    #[test]
+    fn memory_planning_never_panics(
+        config in proptest::option::of(config()),
+        tensors in prop::collection::vec(tensor(), 0..40),
+        options in options(),
+    ) {
+        let verdict = plan(&[facts(config, tensors)], &options);
+        prop_assert_eq!(verdict.admissible, verdict.summary.blocking == 0);
+        if let Some(m) = &verdict.memory {
+            prop_assert!(options.validate().is_ok());
+            prop_assert_eq!(m.fits, (!m.per_device.is_empty()).then(|| m.per_device.iter().all(|d| d.fits)));
         }
     }
 }

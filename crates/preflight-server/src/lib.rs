@@ -70,7 +70,9 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
                 ttl: Duration::from_secs(args.cache_ttl_secs.max(1)),
                 lease: Duration::from_secs(args.lease_secs.max(1)),
                 op_timeout: Duration::from_millis(args.redis_timeout_ms.max(1)),
-                budget: args.hub_budget.map(|n| (n, Duration::from_secs(args.hub_budget_window_secs.max(1)))),
+                budget: args
+                    .hub_budget
+                    .map(|n| (n, Duration::from_secs(args.hub_budget_window_secs.max(1)))),
             },
             metrics.clone(),
         )?)),
@@ -82,7 +84,11 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     {
         hub = hub.with_budget(shared.clone());
     }
-    let store = if args.no_store { None } else { Some(cache::SqliteStore::open(&args.data_dir)?) };
+    let store = if args.no_store {
+        None
+    } else {
+        Some(cache::SqliteStore::open(&args.data_dir)?)
+    };
     let cache = cache::VerdictCache::new(args.memory_cache_bytes, store, shared);
     let roots = if args.local_roots.is_empty() {
         vec![std::env::current_dir()?]

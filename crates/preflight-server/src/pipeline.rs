@@ -314,6 +314,10 @@ impl Pipeline {
                 ),
             ));
         }
+        request
+            .options
+            .validate()
+            .map_err(|e| ApiError::bad_request("invalid_options", e.to_string()))?;
         let mut sources = Vec::with_capacity(request.sources.len());
         for raw in &request.sources {
             match spec::parse(raw).map_err(|e| ApiError::bad_request("invalid_source", e.to_string()))? {
@@ -420,8 +424,8 @@ impl Pipeline {
         })
     }
 
-    /// 5. Stage every source at its commit (concurrently), 6. plan. Returns the verdict JSON
-    /// and the commit each artifact was actually read at.
+    /// Steps 5 and 6: stage every source at its commit (concurrently), then plan. Returns the
+    /// verdict JSON and the commit each artifact was actually read at.
     async fn stage_and_plan(
         &self,
         hub: &HubClient,

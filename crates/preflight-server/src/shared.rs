@@ -126,7 +126,11 @@ impl Shared {
 
     /// One round trip through the breaker: true when Redis answers now.
     pub async fn ping(&self) -> bool {
-        self.call("ping", |mut c| async move { redis::cmd("PING").query_async::<String>(&mut c).await }).await.is_some()
+        self.call("ping", |mut c| async move {
+            redis::cmd("PING").query_async::<String>(&mut c).await
+        })
+        .await
+        .is_some()
     }
 
     fn verdict_key(key: &str) -> String {
@@ -140,7 +144,9 @@ impl Shared {
     /// The verdict under `key`, checksum verified (a corrupt value is deleted: a miss).
     pub async fn get(&self, key: &str) -> Option<String> {
         let rkey = Self::verdict_key(key);
-        let value: String = self.call("get", |mut c| async move { c.get::<_, Option<String>>(rkey).await }).await??;
+        let value: String = self
+            .call("get", |mut c| async move { c.get::<_, Option<String>>(rkey).await })
+            .await??;
         let (sum, body) = value.split_once('\n')?;
         if checksum(body.as_bytes()) == sum {
             return Some(body.to_owned());

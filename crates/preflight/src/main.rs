@@ -1,12 +1,14 @@
 //! `preflight`: what is this checkpoint, is it fully understood, and what will it take to
 //! serve it. Thin: parses flags and calls the libraries.
 
+mod gate;
+mod plan_args;
 mod render;
+mod serve;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use preflight_plan::PlanOptions;
 use preflight_source::hub::{self, Counters, HubClient, HubConfig};
 use preflight_source::spec::{self, SourceSpec};
 use preflight_source::{ErrorKind, SourceError};
@@ -45,17 +47,39 @@ enum Command {
         /// Print the verdict as JSON instead of a table.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        memory: plan_args::MemoryArgs,
     },
+    /// Run the plan service: POST /v1/plan with a verdict cache, bounds and metrics.
+    ///
+    /// Every setting is a flag with an environment fallback (shown below). Hub access reads
+    /// HF_ENDPOINT and HF_HUB_OFFLINE; callers bring their own token (Authorization: Bearer).
+    Serve(Box<preflight_server::ServeArgs>),
+    /// Check a running deployment: capabilities, a plan, a cached repeat and the cost of a
+    /// hit over the health floor, and that a public profile refuses local paths.
+    ///
+    /// Exit status: 0 every check passed, 1 a check failed, 3 the server could not be reached.
+    Gate(gate::GateArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { sources, json } => plan(&sources, json),
+        Command::Plan { sources, json, memory } => plan(&sources, json, &memory),
+        Command::Serve(args) => serve::run(*args),
+        Command::Gate(args) => gate::run(&args),
     }
 }
 
-fn plan(sources: &[String], json: bool) -> ExitCode {
+fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitCode {
+    // Options are checked before any source is read: a bad value costs no network.
+    let options = match memory.options() {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("preflight: invalid --{}: {}", e.option.replace('_', "-"), e.message);
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -77,7 +101,7 @@ fn plan(sources: &[String], json: bool) -> ExitCode {
             }
         }
     }
-    let verdict = preflight_plan::plan(&facts, &PlanOptions::default());
+    let verdict = preflight_plan::plan(&facts, &options);
     if json {
         match serde_json::to_string_pretty(&verdict) {
             Ok(text) => println!("{text}"),
@@ -107,7 +131,8 @@ async fn stage(source: &str, hub: &mut Option<HubClient>) -> Result<preflight_so
             };
             let resolve = Counters::default();
             let (commit, listing) = hub::stage::resolve_with_listing(client, &spec, &resolve).await?;
-            let mut facts = hub::stage::stage(client, &spec, &commit, listing).await?;
+            let budget = hub::stage::HeaderBudget::new(client.config().max_header_bytes);
+            let mut facts = hub::stage::stage(client, &spec, &commit, listing, &budget).await?;
             // The CLI's resolution is part of what this plan cost.
             facts.staging.requests += resolve.requests.load(std::sync::atomic::Ordering::Relaxed);
             facts.staging.bytes_fetched += resolve.bytes.load(std::sync::atomic::Ordering::Relaxed);

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use preflight_plan::{ArtifactVerdict, Attention, Severity, Verdict};
+use preflight_plan::{ArtifactMemory, ArtifactVerdict, Attention, DeviceMemory, Memory, Severity, Verdict};
 
 /// `8190735360` → `8,190,735,360`.
 pub fn thousands(n: u64) -> String {
@@ -58,6 +58,17 @@ pub fn verdict(v: &Verdict) -> String {
             bytes(staging.bytes_fetched),
             bytes(staging.header_bytes)
         );
+    }
+    if let Some(memory) = &v.memory {
+        out.push('\n');
+        system_memory(&mut out, memory);
+    } else if v
+        .artifacts
+        .iter()
+        .flat_map(|a| &a.findings)
+        .any(|f| f.code == "memory.unavailable")
+    {
+        out.push_str("\nMEMORY  unknown for the system: see the memory.unavailable finding(s)\n");
     }
     out
 }
@@ -155,6 +166,9 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
             thousands(a.weights_bytes)
         ),
     );
+    if let Some(memory) = &a.memory {
+        artifact_memory(out, memory);
+    }
     if a.findings.is_empty() {
         row(out, "findings", "none".into());
         return;
@@ -172,9 +186,182 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
                 (None, Some(o)) => format!(" (observed {o})"),
                 _ => String::new(),
             };
-            let _ = writeln!(out, "    {label:<9}{:<28}{}: {}{sides}", f.code, f.subject, f.detail);
+            let _ = writeln!(out, "    {label:<9}{:<31}{}: {}{sides}", f.code, f.subject, f.detail);
         }
     }
+}
+
+/// One artifact's memory: what it takes at the planned context, with the KV working shown.
+fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
+    let plural = if m.sequences == 1 { "" } else { "s" };
+    let weights_as = match m.weights_dtype.as_str() {
+        "as_stored" => "as stored".to_owned(),
+        dtype => format!("as {dtype}"),
+    };
+    let _ = writeln!(
+        out,
+        "  {:<14}context {} × {} sequence{plural} · KV cache {} · weights {weights_as}",
+        "memory",
+        thousands(m.context),
+        thousands(m.sequences),
+        m.kv_dtype
+    );
+    let line = |out: &mut String, label: &str, n: u64, note: String| {
+        let text = format!("    {label:<13}{:>11}  {note}", bytes(n));
+        let _ = writeln!(out, "{}", text.trim_end());
+    };
+    line(out, "weights", m.weights_bytes, String::new());
+    let working = m
+        .kv_cache
+        .iter()
+        .map(|g| {
+            let kind = match g.window {
+                Some(w) => format!("{} {}({w})", g.layers, g.kind),
+                None => format!("{} {}", g.layers, g.kind),
+            };
+            format!(
+                "{kind} × {} × {} tokens",
+                bytes(g.bytes_per_token_per_layer),
+                thousands(g.tokens_per_sequence)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" + ");
+    let per_sequence = if m.sequences > 1 {
+        format!(" (× {} sequences)", thousands(m.sequences))
+    } else {
+        String::new()
+    };
+    line(
+        out,
+        "KV cache",
+        m.kv_cache_bytes,
+        format!(
+            "{}/token{} · {working}{per_sequence}",
+            bytes(m.kv_cache_bytes_per_token),
+            if m.kv_cache.iter().any(|g| g.window.is_some()) {
+                " past every window"
+            } else {
+                ""
+            }
+        ),
+    );
+    line(
+        out,
+        "activations",
+        m.activation_bytes,
+        "estimate (docs/memory.md)".into(),
+    );
+    line(out, "total", m.total_bytes, String::new());
+    match &m.per_rank {
+        Some(rank) if rank.tensor_parallel > 1 => line(
+            out,
+            "per rank",
+            rank.total_bytes,
+            format!(
+                "TP {}: weights {} · KV {} · activations {}",
+                rank.tensor_parallel,
+                bytes(rank.weights_bytes),
+                bytes(rank.kv_cache_bytes),
+                bytes(rank.activation_bytes)
+            ),
+        ),
+        Some(_) => {}
+        None => {
+            let _ = writeln!(out, "    {:<13}{:>11}  see findings", "per rank", "—");
+        }
+    }
+}
+
+/// Width of the per-device bar, in characters.
+const BAR_WIDTH: usize = 40;
+
+/// The system on its devices: one bar per run of alike devices, then the verdict on fit.
+fn system_memory(out: &mut String, m: &Memory) {
+    let _ = writeln!(
+        out,
+        "MEMORY  total {} · weights {} · KV cache {} · activations {}",
+        bytes(m.total_bytes),
+        bytes(m.weights_bytes),
+        bytes(m.kv_cache_bytes),
+        bytes(m.activation_bytes)
+    );
+    if m.per_device.is_empty() {
+        let why = match m.fits {
+            None if m.tensor_parallel > 1 => "no per-device figures: see the tensor-parallel finding",
+            _ => "name --devices to check the fit",
+        };
+        let _ = writeln!(out, "  {why}");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "  TP {} · {:.0}% of each device usable · bar: █ weights ▓ KV cache ▒ activations ░ free",
+        m.tensor_parallel,
+        m.gpu_utilization * 100.0
+    );
+    let mut start = 0;
+    while start < m.per_device.len() {
+        let first = &m.per_device[start];
+        let end = m.per_device[start..]
+            .iter()
+            .position(|d| d != first)
+            .map_or(m.per_device.len(), |n| start + n);
+        let which = if end - start == 1 {
+            format!("device {start}")
+        } else {
+            format!("devices {start}–{}", end - 1)
+        };
+        let verdict = if first.fits {
+            "fits".to_owned()
+        } else {
+            format!(
+                "DOES NOT FIT: {} over",
+                bytes(first.total_bytes.saturating_sub(first.usable_bytes))
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  {which:<13}{:<11}[{}] {} / {} usable  {verdict}",
+            first.device,
+            bar(first),
+            bytes(first.total_bytes),
+            bytes(first.usable_bytes)
+        );
+        start = end;
+    }
+    let fits = match m.fits {
+        Some(true) => "FITS",
+        _ => "DOES NOT FIT",
+    };
+    let longest = match m.max_context_that_fits {
+        Some(0) => "not even one token fits beside the weights".to_owned(),
+        Some(n) => format!(
+            "max context that fits: {} tokens × {} sequence{}",
+            thousands(n),
+            thousands(m.sequences),
+            if m.sequences == 1 { "" } else { "s" }
+        ),
+        None => String::new(),
+    };
+    let _ = writeln!(out, "  {fits} · {longest}");
+}
+
+/// `████▓▓▒░░░`: the device's usable bytes (or its load, when over) in [`BAR_WIDTH`] cells.
+fn bar(d: &DeviceMemory) -> String {
+    let scale = d.usable_bytes.max(d.total_bytes).max(1) as f64;
+    let cells = |n: u64| ((n as f64 / scale) * BAR_WIDTH as f64).round() as usize;
+    let weights = cells(d.weights_bytes).min(BAR_WIDTH);
+    let kv = cells(d.kv_cache_bytes).min(BAR_WIDTH - weights);
+    let activations = cells(d.activation_bytes).min(BAR_WIDTH - weights - kv);
+    let free = BAR_WIDTH - weights - kv - activations;
+    format!(
+        "{}{}{}{}",
+        "█".repeat(weights),
+        "▓".repeat(kv),
+        "▒".repeat(activations),
+        "░".repeat(free)
+    )
 }
 
 /// `24 layers: 12 full, 12 sliding(128)` — runs collapsed so a 61-layer model stays one line.

@@ -64,6 +64,8 @@ pub static FAMILY: Family = Family {
         "model.layers.N.{embed_tokens,enorm,hnorm,eh_proj,shared_head.norm,shared_head.head}.weight",
         Mtp,
     )],
+    // vLLM's DeepseekV2MLAAttention builds the latent down-projections as ReplicatedLinear.
+    tp_replicated: &["model.layers.N.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight"],
     normalize,
 };
 
@@ -83,6 +85,8 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let shared = cfg.opt_u64("n_shared_experts").unwrap_or(0);
     let active = cfg.u64("num_experts_per_tok");
     let first_dense = cfg.opt_u64("first_k_dense_replace").unwrap_or(0);
+    let intermediate = cfg.opt_positive("intermediate_size");
+    let expert_intermediate = cfg.opt_positive("moe_intermediate_size");
     let freq = cfg.opt_u64("moe_layer_freq").unwrap_or(1).max(1);
     let mtp_layers = cfg.opt_layers("num_nextn_predict_layers");
     let tie = cfg.opt_bool("tie_word_embeddings").unwrap_or(false);
@@ -104,13 +108,16 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         context,
         tie,
         dtype,
+        intermediate,
     };
-    let dense_layers = (0..layers).filter(|i| *i < first_dense || i % freq != 0).collect();
+    let dense_layers: Vec<u64> = (0..layers).filter(|i| *i < first_dense || i % freq != 0).collect();
+    let has_dense = !dense_layers.is_empty();
     let moe = Moe {
         experts,
         active,
         shared,
         dense_layers,
+        expert_intermediate_size: expert_intermediate,
     };
     let mut architecture = dims.architecture(
         model_type,
@@ -125,6 +132,9 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         Some(moe),
     );
     architecture.mtp_layers = mtp_layers;
+    if !has_dense {
+        architecture.intermediate_size = None;
+    }
 
     let mut shapes = dims.base_shapes();
     shapes.extend([

@@ -38,6 +38,7 @@ pub static FAMILY: Family = Family {
         )],
     ],
     mtp_tensors: &[],
+    tp_replicated: &[],
     normalize,
 };
 

@@ -38,6 +38,7 @@ pub static FAMILY: Family = Family {
         ],
     ],
     mtp_tensors: &[],
+    tp_replicated: &[],
     normalize,
 };
 
@@ -78,6 +79,8 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         active,
         shared: 0,
         dense_layers: vec![],
+        // gpt-oss's experts are `intermediate_size` wide; it has no dense layers.
+        expert_intermediate_size: dims.intermediate,
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
@@ -101,8 +104,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             keys: "num_local_experts",
         },
     ]);
-    Some(Normalized {
-        architecture: dims.architecture(model_type, FAMILY.name, attention, Some(moe)),
-        shapes,
-    })
+    let mut architecture = dims.architecture(model_type, FAMILY.name, attention, Some(moe));
+    architecture.intermediate_size = None;
+    Some(Normalized { architecture, shapes })
 }

@@ -29,6 +29,7 @@ pub static FAMILY: Family = Family {
         ],
     ],
     mtp_tensors: &[],
+    tp_replicated: &[],
     normalize,
 };
 

@@ -28,6 +28,7 @@ pub static FAMILY: Family = Family {
         ],
     ],
     mtp_tensors: &[],
+    tp_replicated: &[],
     normalize,
 };
 
@@ -44,6 +45,8 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         active,
         shared: 0,
         dense_layers: vec![],
+        // Mixtral's experts are `intermediate_size` wide; it has no dense layers.
+        expert_intermediate_size: dims.intermediate,
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
@@ -53,8 +56,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         value: experts,
         keys: "num_local_experts",
     });
-    Some(Normalized {
-        architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), Some(moe)),
-        shapes,
-    })
+    let mut architecture = dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), Some(moe));
+    architecture.intermediate_size = None;
+    Some(Normalized { architecture, shapes })
 }

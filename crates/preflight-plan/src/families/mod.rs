@@ -32,6 +32,21 @@ pub enum Component {
 }
 
 impl Component {
+    /// Every rank holds these whole: vLLM replicates norms and MoE routers, and buffers are
+    /// per-module state.
+    pub fn is_replicated(self) -> bool {
+        matches!(self, Component::Norm | Component::Router | Component::Buffer)
+    }
+
+    /// Linear layers, which a quantized what-if (`weights_dtype` fp8, int4, …) quantizes;
+    /// embeddings, lm_head, norms and routers stay as stored, as vLLM leaves them.
+    pub fn is_linear(self) -> bool {
+        matches!(
+            self,
+            Component::Attention | Component::Mlp | Component::Experts | Component::SharedExperts | Component::Mtp
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Component::Embedding => "embedding",
@@ -85,6 +100,9 @@ pub struct Family {
     pub tensors: &'static [&'static [TensorGroup]],
     /// Tensors that only multi-token-prediction layers carry.
     pub mtp_tensors: &'static [TensorGroup],
+    /// Tensor patterns (as in [`TensorGroup`]) every tensor-parallel rank holds whole, beyond
+    /// norms, routers and buffers (which always are): vLLM builds them as `ReplicatedLinear`.
+    pub tp_replicated: &'static [&'static str],
     pub normalize: fn(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized>,
 }
 
@@ -126,6 +144,23 @@ impl Family {
             None => None,
         }
     }
+
+    /// How a tensor of `component` spreads over tensor-parallel ranks.
+    pub fn placement(&self, normalized: &str, component: Component) -> Placement {
+        if component.is_replicated() || self.tp_replicated.iter().any(|p| pattern_matches(p, normalized)) {
+            Placement::Replicated
+        } else {
+            Placement::Sharded
+        }
+    }
+}
+
+/// Under tensor parallelism a tensor is either split across ranks (projections, experts,
+/// vocab-parallel embeddings) or held whole by each (norms, routers, small projections).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Placement {
+    Sharded,
+    Replicated,
 }
 
 /// Match `name` against a pattern with `{a,b,…}` alternatives (no nesting).
@@ -172,6 +207,9 @@ pub struct Dims {
     pub context: u64,
     pub tie: bool,
     pub dtype: Option<String>,
+    /// `intermediate_size` when declared: the dense MLP width, or the expert width in
+    /// families whose experts use it.
+    pub intermediate: Option<u64>,
 }
 
 /// Read [`Dims`]. `head_dim` defaults to hidden/heads only where the family's code does so;
@@ -191,6 +229,7 @@ pub fn read_dims(cfg: &mut ConfigReader, tie_default: bool) -> Option<Dims> {
         None => hidden.zip(heads).and_then(|(h, n)| (h % n == 0).then_some(h / n)),
     };
     let tie = cfg.opt_bool("tie_word_embeddings").unwrap_or(tie_default);
+    let intermediate = cfg.opt_positive("intermediate_size");
     let dtype = cfg
         .opt_str("torch_dtype")
         .or_else(|| cfg.opt_str("dtype"))
@@ -217,6 +256,7 @@ pub fn read_dims(cfg: &mut ConfigReader, tie_default: bool) -> Option<Dims> {
         context: context?,
         tie,
         dtype,
+        intermediate,
     })
 }
 
@@ -236,6 +276,10 @@ impl Dims {
             heads: self.heads,
             kv_heads: self.kv_heads,
             head_dim: self.head_dim,
+            v_head_dim: None,
+            kv_heads_per_layer: None,
+            // The dense width; MoE families replace it (experts are not dense layers).
+            intermediate_size: self.intermediate,
             vocab_size: self.vocab,
             context: self.context,
             attention,

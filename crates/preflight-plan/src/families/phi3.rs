@@ -29,12 +29,19 @@ pub static FAMILY: Family = Family {
         ],
     ],
     mtp_tensors: &[],
+    tp_replicated: &[],
     normalize,
 };
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;
-    let intermediate = cfg.u64("intermediate_size")?;
+    let Some(intermediate) = dims.intermediate else {
+        // Phi-3 requires it; an invalid value was already reported by `read_dims`.
+        if cfg.value("intermediate_size").is_none() {
+            cfg.missing("intermediate_size");
+        }
+        return None;
+    };
     let attention = match cfg.opt_u64("sliding_window") {
         Some(window) if window < dims.context => Attention::Sliding { window },
         _ => Attention::Full,

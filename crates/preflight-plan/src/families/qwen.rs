@@ -35,6 +35,7 @@ pub static FAMILY: Family = Family {
     keys: KEYS,
     tensors: &[EMBED_NORM_HEAD, QKVO, QKV_BIAS, QK_NORM, GATED_MLP],
     mtp_tensors: &[],
+    tp_replicated: &[],
     normalize,
 };
 
@@ -54,6 +55,7 @@ pub static MOE_FAMILY: Family = Family {
         ],
     ],
     mtp_tensors: &[],
+    tp_replicated: &[],
     normalize,
 };
 
@@ -99,6 +101,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             active,
             shared: 0,
             dense_layers,
+            expert_intermediate_size: cfg.opt_positive("moe_intermediate_size"),
         })
     } else {
         None
@@ -113,8 +116,11 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             keys: "num_experts",
         });
     }
-    Some(Normalized {
-        architecture: dims.architecture(model_type, "qwen", attention, moe),
-        shapes,
-    })
+    // `intermediate_size` is the dense width: only meaningful when some layer is dense.
+    let dense = moe.as_ref().is_none_or(|m| !m.dense_layers.is_empty());
+    let mut architecture = dims.architecture(model_type, "qwen", attention, moe);
+    if !dense {
+        architecture.intermediate_size = None;
+    }
+    Some(Normalized { architecture, shapes })
 }

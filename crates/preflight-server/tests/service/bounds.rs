@@ -15,6 +15,18 @@ async fn malformed_requests_are_400_with_a_code() {
         (json!({ "sources": ["hf://not a repo"] }), "invalid_source"),
         (json!({ "sources": ["hf://a/b"], "extra": 1 }), "bad_request"),
         (json!({ "source": "hf://a/b" }), "bad_request"),
+        (
+            json!({ "sources": ["hf://a/b"], "options": { "context": 0 } }),
+            "invalid_options",
+        ),
+        (
+            json!({ "sources": ["hf://a/b"], "options": { "devices": "warp-drive:2" } }),
+            "bad_request",
+        ),
+        (
+            json!({ "sources": ["hf://a/b"], "options": { "bogus": 1 } }),
+            "bad_request",
+        ),
     ];
     for (body, code) in cases {
         let (status, _, v) = s.plan_with(body.clone(), None).await;
@@ -94,4 +106,19 @@ async fn upstream_answers_become_honest_statuses() {
         "{v}"
     );
     assert_eq!(s.counts().plans, 0, "nothing was planned from a failed read");
+}
+
+#[tokio::test]
+async fn header_bytes_past_the_per_plan_cap_are_413_and_nothing_is_stored() {
+    let s = server(&["--max-header-bytes", "1000000"]).await;
+    let (status, _, v) = s.plan(&["hf://deepseek-ai/DeepSeek-V3"]).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(v["error"]["code"], "headers_too_large");
+    let (status, _, v) = s.plan(&["hf://deepseek-ai/DeepSeek-V3"]).await;
+    assert_eq!(
+        status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "a failure is not cached as a verdict: {v}"
+    );
+    assert_eq!(s.counts().plans, 0);
 }

@@ -18,7 +18,11 @@ pub struct Redis {
 
 impl Redis {
     pub fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
         let mut redis = Redis { child: None, port };
         redis.resume();
         redis
@@ -31,7 +35,16 @@ impl Redis {
     /// (Re)start on the same port, empty, and wait until it accepts connections.
     pub fn resume(&mut self) {
         let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -73,11 +86,16 @@ fn hub_requests(hub: &TestHub) -> usize {
     hub.requests().iter().filter(|r| r.origin == Origin::Hub).count()
 }
 
-fn post(app: &axum::Router, source: &'static str) -> tokio::task::JoinHandle<(StatusCode, axum::http::HeaderMap, serde_json::Value)> {
+fn post(
+    app: &axum::Router,
+    source: &'static str,
+) -> tokio::task::JoinHandle<(StatusCode, axum::http::HeaderMap, serde_json::Value)> {
     let app = app.clone();
     tokio::spawn(async move {
         let body = serde_json::json!({ "sources": [source] }).to_string();
-        let request = axum::http::Request::post("/v1/plan").body(axum::body::Body::from(body)).expect("request");
+        let request = axum::http::Request::post("/v1/plan")
+            .body(axum::body::Body::from(body))
+            .expect("request");
         crate::support::send(&app, request).await
     })
 }
@@ -87,7 +105,10 @@ async fn a_miss_on_one_replica_is_a_hit_on_another_for_one_upstream_request() {
     let redis = Redis::start();
     let (a, b) = replicas(&redis, &[]).await;
     let (status, _, first) = a.plan(&["hf://Qwen/Qwen3-8B"]).await;
-    assert_eq!((status, first["serving"]["cached"].as_bool()), (StatusCode::OK, Some(false)));
+    assert_eq!(
+        (status, first["serving"]["cached"].as_bool()),
+        (StatusCode::OK, Some(false))
+    );
     let before = hub_requests(&a.hub);
     let (_, _, on_b) = b.plan(&["hf://Qwen/Qwen3-8B"]).await;
     assert_eq!(on_b["serving"]["cached"], true);
@@ -107,12 +128,23 @@ async fn concurrent_misses_across_replicas_stage_the_headers_once() {
     let redis = Redis::start();
     let (a, b) = replicas(&redis, &[]).await;
     a.hub.add_fault(Fault::latency(Duration::from_millis(50)));
-    let tasks: Vec<_> = (0..20).map(|i| post(if i % 2 == 0 { &a.app } else { &b.app }, "hf://Qwen/Qwen3-30B-A3B")).collect();
+    let tasks: Vec<_> = (0..20)
+        .map(|i| post(if i % 2 == 0 { &a.app } else { &b.app }, "hf://Qwen/Qwen3-30B-A3B"))
+        .collect();
     for t in tasks {
         assert_eq!(t.await.expect("task").0, StatusCode::OK);
     }
-    assert_eq!(a.counts().staging + b.counts().staging, 1, "one staging pass across the fleet");
-    let shard_reads = a.hub.requests().iter().filter(|r| r.origin == Origin::Hub && r.path.ends_with(".safetensors")).count();
+    assert_eq!(
+        a.counts().staging + b.counts().staging,
+        1,
+        "one staging pass across the fleet"
+    );
+    let shard_reads = a
+        .hub
+        .requests()
+        .iter()
+        .filter(|r| r.origin == Origin::Hub && r.path.ends_with(".safetensors"))
+        .count();
     assert_eq!(shard_reads, 13, "each of the 13 shard headers read once");
 }
 
@@ -120,7 +152,8 @@ async fn concurrent_misses_across_replicas_stage_the_headers_once() {
 async fn a_dead_leaseholders_lease_expires_and_the_work_is_retried() {
     let redis = Redis::start();
     let (a, b) = replicas(&redis, &["--lease-secs", "1"]).await;
-    a.hub.add_fault(Fault::latency(Duration::from_millis(400)).path_contains("gpt-oss"));
+    a.hub
+        .add_fault(Fault::latency(Duration::from_millis(400)).path_contains("gpt-oss"));
     // A takes the lease, then its request is abandoned mid-staging: the lease is never released.
     let abandoned = post(&a.app, "hf://openai/gpt-oss-20b");
     while a.counts().staging == 0 {
@@ -148,11 +181,20 @@ async fn stopping_redis_loses_no_request_and_restarting_restores_sharing() {
         // Before the outage two repos; during it, three new ones (misses that need Redis).
         let source = match round {
             0..10 => ["hf://Qwen/Qwen3-0.6B", "hf://Qwen/Qwen3-8B"][round % 2],
-            _ => ["hf://openai/gpt-oss-20b", "hf://Qwen/Qwen3-30B-A3B", "hf://microsoft/Phi-3-mini-4k-instruct"][round % 3],
+            _ => [
+                "hf://openai/gpt-oss-20b",
+                "hf://Qwen/Qwen3-30B-A3B",
+                "hf://microsoft/Phi-3-mini-4k-instruct",
+            ][round % 3],
         };
         statuses.push(replica.plan(&[source]).await.0);
     }
-    assert!(statuses.iter().all(|s| *s == StatusCode::OK || *s == StatusCode::TOO_MANY_REQUESTS), "{statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .all(|s| *s == StatusCode::OK || *s == StatusCode::TOO_MANY_REQUESTS),
+        "{statuses:?}"
+    );
     let errors = |s: &Server| preflight_server::metrics::Metrics::get(&s.state.metrics.redis_errors);
     assert!(errors(&a) + errors(&b) > 0, "the outage was noticed");
 
@@ -180,7 +222,14 @@ async fn the_shared_hub_budget_holds_across_replicas() {
     let redis = Redis::start();
     let budget = 12;
     let (a, b) = replicas(&redis, &["--hub-budget", "12", "--hub-budget-window-secs", "600"]).await;
-    let sources = ["hf://Qwen/Qwen3-0.6B", "hf://Qwen/Qwen3-8B", "hf://openai/gpt-oss-20b", "hf://mistralai/Mixtral-8x7B-v0.1", "hf://Qwen/Qwen3-30B-A3B", "hf://deepseek-ai/DeepSeek-V3"];
+    let sources = [
+        "hf://Qwen/Qwen3-0.6B",
+        "hf://Qwen/Qwen3-8B",
+        "hf://openai/gpt-oss-20b",
+        "hf://mistralai/Mixtral-8x7B-v0.1",
+        "hf://Qwen/Qwen3-30B-A3B",
+        "hf://deepseek-ai/DeepSeek-V3",
+    ];
     let mut refused = 0;
     for (i, source) in sources.iter().enumerate() {
         let replica = if i % 2 == 0 { &a } else { &b };
@@ -193,7 +242,15 @@ async fn the_shared_hub_budget_holds_across_replicas() {
             assert_eq!(status, StatusCode::OK, "{v}");
         }
     }
-    assert!(hub_requests(&a.hub) <= budget, "the Hub saw {} requests, budget {budget}", hub_requests(&a.hub));
+    assert!(
+        hub_requests(&a.hub) <= budget,
+        "the Hub saw {} requests, budget {budget}",
+        hub_requests(&a.hub)
+    );
     assert!(refused > 0, "the budget was reached");
-    assert!(preflight_server::metrics::Metrics::get(&a.state.metrics.budget_refusals) + preflight_server::metrics::Metrics::get(&b.state.metrics.budget_refusals) > 0);
+    assert!(
+        preflight_server::metrics::Metrics::get(&a.state.metrics.budget_refusals)
+            + preflight_server::metrics::Metrics::get(&b.state.metrics.budget_refusals)
+            > 0
+    );
 }

@@ -77,7 +77,12 @@ impl Server {
     pub fn sibling(&self, flags: &[&str]) -> Server {
         let data = tempfile::tempdir().expect("tempdir");
         let state = preflight_server::state(&args(&self.hub, data.path(), flags)).expect("state");
-        Server { app: preflight_server::app(state.clone()), state, hub: self.hub.clone(), data }
+        Server {
+            app: preflight_server::app(state.clone()),
+            state,
+            hub: self.hub.clone(),
+            data,
+        }
     }
 
     /// A fresh server process on the same data dir and fixture Hub: what a restart leaves.

@@ -320,7 +320,10 @@ impl HubClient {
         if let Some(budget) = &self.budget
             && url.origin() == self.endpoint.origin()
         {
-            budget.draw().await.map_err(|retry_after| HubError::BudgetExhausted { retry_after })?;
+            budget
+                .draw()
+                .await
+                .map_err(|retry_after| HubError::BudgetExhausted { retry_after })?;
         }
         let _permit = self
             .permits

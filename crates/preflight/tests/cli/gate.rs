@@ -1,50 +1,16 @@
 //! `preflight gate` against a real `preflight serve` process and the fixture Hub: it passes
 //! on the right order and fails on a server that looks the cache up after staging.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use preflight_testhub::{Fault, TestHub};
 
+use crate::support::serve;
+
 /// Added to every fixture Hub request: a hit costs one probe (0.2 s), a hit after staging
 /// costs several sequential reads on top (≥ 0.8 s) — either side of the 0.5 s ceiling.
 const LATENCY: Duration = Duration::from_millis(200);
-
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Start `preflight serve` on a free port; returns the process and its base URL.
-fn serve(hub: &TestHub, data: &std::path::Path, extra: &[&str]) -> (Serve, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--hub-endpoint",
-            hub.url(),
-            "--data-dir",
-        ])
-        .arg(data)
-        .args(extra)
-        .env("PREFLIGHT_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start preflight serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("listening line");
-    let url = line.trim().rsplit(' ').next().expect("url").to_owned();
-    assert!(url.starts_with("http://"), "unexpected first line {line:?}");
-    (Serve(child), url)
-}
 
 fn gate(url: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_preflight"))

@@ -5,4 +5,6 @@ mod exit_codes;
 mod fixtures;
 mod gate;
 mod hub;
+mod memory;
+mod replicas;
 mod support;

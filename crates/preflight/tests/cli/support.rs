@@ -65,3 +65,40 @@ pub fn preflight(args: &[&str]) -> Output {
         .output()
         .expect("run preflight")
 }
+
+/// A `preflight serve` child process, killed on drop.
+pub struct Serve(pub std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `preflight serve` on a free port against `hub`; returns the process and its base URL.
+pub fn serve(hub: &preflight_testhub::TestHub, data: &Path, extra: &[&str]) -> (Serve, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--hub-endpoint",
+            hub.url(),
+            "--data-dir",
+        ])
+        .arg(data)
+        .args(extra)
+        .env("PREFLIGHT_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start preflight serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).expect("listening line");
+    let url = line.trim().rsplit(' ').next().expect("url").to_owned();
+    assert!(url.starts_with("http://"), "unexpected first line {line:?}");
+    (Serve(child), url)
+}

@@ -1,0 +1,564 @@
+//! Plan options: what the caller asks of the plan beyond the facts — today, memory and fit.
+//! The CLI builds them from flags, the service deserialises them from `options` in
+//! `POST /v1/plan`; both call [`PlanOptions::validate`] before any work, so a bad value is
+//! bad input (CLI exit 2, HTTP 400), never a finding and never a panic.
+//!
+//! **Invariant:** serialisation is canonical (fields in declaration order, absent options
+//! omitted, devices and fractions normalised), so the service may hash the JSON as a cache key.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::devices;
+
+/// Longest context accepted: llama.cpp holds contexts in 32 bits, and no model declares one
+/// within three orders of magnitude of it. It also keeps every byte product far from `u64`.
+pub const MAX_CONTEXT: u64 = 1 << 32;
+
+/// Most concurrent sequences accepted: three orders of magnitude past vLLM's default
+/// `max_num_seqs` (256–1024), while products with per-token bytes stay far from overflow.
+pub const MAX_SEQUENCES: u64 = 1 << 20;
+
+/// Most devices (and tensor-parallel degree) accepted: an order of magnitude past the largest
+/// scale-up domain sold (72 GPUs in an NVL72 rack). It bounds the `per_device` list.
+pub const MAX_DEVICES: u64 = 1024;
+
+/// `gpu_utilization` is held in millionths so options hash and compare exactly.
+const PPM: u64 = 1_000_000;
+
+/// vLLM's default `gpu_memory_utilization`: the share of each device the plan may fill.
+pub const DEFAULT_GPU_UTILIZATION_PPM: u32 = 900_000;
+
+/// What the caller asks of the plan beyond the facts. Every field is optional; giving any
+/// of them asks for the `memory` block (see [`PlanOptions::asks_for_memory`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanOptions {
+    /// Tokens per sequence. Default: each model's declared maximum context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<u64>,
+    /// Sequences served at once, each holding `context` tokens of KV cache. Default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequences: Option<u64>,
+    /// KV cache element type. Default: the model's dtype (GGUF: f16, llama.cpp's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_dtype: Option<KvDtype>,
+    /// Plan the weights as if stored in this type instead of as stored (a what-if).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_dtype: Option<WeightsDtype>,
+    /// The devices the system is placed on, e.g. `"h100-80gb:2"`. Without devices there is
+    /// no capacity, so `fits` and `max_context_that_fits` are null.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Devices>,
+    /// Tensor-parallel degree. Default: the device count (1 without devices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_parallel: Option<u64>,
+    /// Share of each device's memory the plan may fill, in (0, 1]. Default 0.9, as vLLM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_utilization: Option<Fraction>,
+    /// Count multi-token-prediction layers (weights and KV), as when they serve as the
+    /// speculative draft. Default: excluded, as engines skip them unless asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_mtp: bool,
+}
+
+/// An option value that cannot be planned: the caller's mistake, reported before any work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionsError {
+    /// The option's JSON name (`context`, `tensor_parallel`, …); the CLI flag is the same
+    /// with dashes.
+    pub option: &'static str,
+    pub message: String,
+}
+
+impl fmt::Display for OptionsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.option, self.message)
+    }
+}
+
+impl std::error::Error for OptionsError {}
+
+fn error(option: &'static str, message: impl Into<String>) -> OptionsError {
+    OptionsError {
+        option,
+        message: message.into(),
+    }
+}
+
+impl PlanOptions {
+    /// Whether the caller asked for memory: any option given. `{}` plans as before, so
+    /// existing verdicts (and their cache keys) are unchanged.
+    pub fn asks_for_memory(&self) -> bool {
+        *self != PlanOptions::default()
+    }
+
+    /// Reject values no plan can honour. Values that depend on the model (a tensor-parallel
+    /// degree that does not divide its heads, a context past its maximum) are findings
+    /// instead, because only the planner knows the model.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        let bounded = |option, value: Option<u64>, max: u64, unit: &str| match value {
+            Some(0) => Err(error(option, format!("must be at least 1 {unit}"))),
+            Some(n) if n > max => Err(error(option, format!("{n} is more than the {max} {unit}s accepted"))),
+            _ => Ok(()),
+        };
+        bounded("context", self.context, MAX_CONTEXT, "token")?;
+        bounded("sequences", self.sequences, MAX_SEQUENCES, "sequence")?;
+        bounded("tensor_parallel", self.tensor_parallel, MAX_DEVICES, "device")?;
+        if let (Some(tp), Some(devices)) = (self.tensor_parallel, &self.devices) {
+            let count = devices.count();
+            if tp > count || !count.is_multiple_of(tp) {
+                return Err(error(
+                    "tensor_parallel",
+                    format!("{tp} must divide the device count {count} (each group of {tp} devices holds one replica)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensor-parallel degree in effect: as given, else the device count, else 1.
+    pub fn tensor_parallel_degree(&self) -> u64 {
+        self.tensor_parallel
+            .or_else(|| self.devices.as_ref().map(Devices::count))
+            .unwrap_or(1)
+    }
+
+    pub fn utilization(&self) -> Fraction {
+        self.gpu_utilization.unwrap_or(Fraction {
+            ppm: DEFAULT_GPU_UTILIZATION_PPM,
+        })
+    }
+}
+
+/// A KV cache element type: how many bytes a block of elements takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum KvDtype {
+    #[serde(rename = "f32", alias = "fp32", alias = "float32")]
+    F32,
+    #[serde(rename = "bf16", alias = "bfloat16")]
+    Bf16,
+    #[serde(rename = "f16", alias = "fp16", alias = "float16")]
+    F16,
+    /// FP8 (E4M3 or E5M2): one byte an element, as vLLM's `--kv-cache-dtype fp8`.
+    #[serde(rename = "fp8", alias = "fp8_e4m3", alias = "fp8_e5m2")]
+    Fp8,
+    /// llama.cpp's `q8_0`: 32 elements in 34 bytes (an f16 scale and 32 int8).
+    #[serde(rename = "q8_0")]
+    Q8_0,
+    /// llama.cpp's `q4_0`: 32 elements in 18 bytes (an f16 scale and 32 nibbles).
+    #[serde(rename = "q4_0")]
+    Q4_0,
+}
+
+/// Names accepted for each KV dtype (the first is canonical); shared by `FromStr` and docs.
+const KV_NAMES: &[(KvDtype, &[&str])] = &[
+    (KvDtype::F32, &["f32", "fp32", "float32"]),
+    (KvDtype::Bf16, &["bf16", "bfloat16"]),
+    (KvDtype::F16, &["f16", "fp16", "float16"]),
+    (KvDtype::Fp8, &["fp8", "fp8_e4m3", "fp8_e5m2"]),
+    (KvDtype::Q8_0, &["q8_0"]),
+    (KvDtype::Q4_0, &["q4_0"]),
+];
+
+impl KvDtype {
+    /// `(elements, bytes)` of one storage block.
+    pub fn block(self) -> (u64, u64) {
+        match self {
+            KvDtype::F32 => (1, 4),
+            KvDtype::Bf16 | KvDtype::F16 => (1, 2),
+            KvDtype::Fp8 => (1, 1),
+            KvDtype::Q8_0 => (32, 34),
+            KvDtype::Q4_0 => (32, 18),
+        }
+    }
+
+    /// Bytes of a row of `elements`, whole blocks (llama.cpp's `ggml_row_size`).
+    pub fn row_bytes(self, elements: u64) -> u64 {
+        let (per, bytes) = self.block();
+        elements.div_ceil(per).saturating_mul(bytes)
+    }
+
+    pub fn name(self) -> &'static str {
+        KV_NAMES
+            .iter()
+            .find(|(d, _)| *d == self)
+            .map_or("?", |(_, names)| names[0])
+    }
+
+    /// The KV type for a model dtype as `torch_dtype` or a safetensors dtype names it.
+    pub fn from_model_dtype(name: &str) -> Option<KvDtype> {
+        match name {
+            "bfloat16" | "BF16" => Some(KvDtype::Bf16),
+            "float16" | "F16" => Some(KvDtype::F16),
+            "float32" | "F32" => Some(KvDtype::F32),
+            _ => None,
+        }
+    }
+}
+
+impl FromStr for KvDtype {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.to_ascii_lowercase();
+        KV_NAMES
+            .iter()
+            .find(|(_, names)| names.contains(&lower.as_str()))
+            .map(|(d, _)| *d)
+            .ok_or_else(|| error("kv_dtype", format!("`{s}` is not one of {}", canonical_names(KV_NAMES))))
+    }
+}
+
+/// A weights type for the what-if: each stores `params` logical parameters in `bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WeightsDtype {
+    #[serde(rename = "f32", alias = "fp32", alias = "float32")]
+    F32,
+    #[serde(rename = "bf16", alias = "bfloat16")]
+    Bf16,
+    #[serde(rename = "f16", alias = "fp16", alias = "float16")]
+    F16,
+    /// FP8 E4M3 with per-tensor scales (vLLM's online `--quantization fp8`).
+    #[serde(rename = "fp8")]
+    Fp8,
+    /// INT8 weights with per-channel scales (their share is under 0.1% and not counted).
+    #[serde(rename = "int8")]
+    Int8,
+    /// INT4 with an f16 scale and a 4-bit zero point per group of 128 (GPTQ/AWQ defaults).
+    #[serde(rename = "int4")]
+    Int4,
+    /// MXFP4: 32 values in 16 bytes plus one E8M0 scale byte (OCP Microscaling).
+    #[serde(rename = "mxfp4")]
+    Mxfp4,
+}
+
+const WEIGHTS_NAMES: &[(WeightsDtype, &[&str])] = &[
+    (WeightsDtype::F32, &["f32", "fp32", "float32"]),
+    (WeightsDtype::Bf16, &["bf16", "bfloat16"]),
+    (WeightsDtype::F16, &["f16", "fp16", "float16"]),
+    (WeightsDtype::Fp8, &["fp8"]),
+    (WeightsDtype::Int8, &["int8"]),
+    (WeightsDtype::Int4, &["int4"]),
+    (WeightsDtype::Mxfp4, &["mxfp4"]),
+];
+
+impl WeightsDtype {
+    /// `(params, bytes)`: `bytes` store `params` logical parameters, metadata included.
+    pub fn rate(self) -> (u64, u64) {
+        match self {
+            WeightsDtype::F32 => (1, 4),
+            WeightsDtype::Bf16 | WeightsDtype::F16 => (1, 2),
+            WeightsDtype::Fp8 | WeightsDtype::Int8 => (1, 1),
+            // 128 nibbles (64 bytes) + f16 scale (2) + 4-bit zero (0.5) = 66.5 bytes a group.
+            WeightsDtype::Int4 => (256, 133),
+            WeightsDtype::Mxfp4 => (32, 17),
+        }
+    }
+
+    /// A float type casts every parameter (vLLM's `--dtype`); a quantized type quantizes the
+    /// linear layers only and leaves embeddings, norms and routers as stored.
+    pub fn is_float(self) -> bool {
+        matches!(self, WeightsDtype::F32 | WeightsDtype::Bf16 | WeightsDtype::F16)
+    }
+
+    pub fn name(self) -> &'static str {
+        WEIGHTS_NAMES
+            .iter()
+            .find(|(d, _)| *d == self)
+            .map_or("?", |(_, names)| names[0])
+    }
+}
+
+impl FromStr for WeightsDtype {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.to_ascii_lowercase();
+        WEIGHTS_NAMES
+            .iter()
+            .find(|(_, names)| names.contains(&lower.as_str()))
+            .map(|(d, _)| *d)
+            .ok_or_else(|| {
+                error(
+                    "weights_dtype",
+                    format!("`{s}` is not one of {}", canonical_names(WEIGHTS_NAMES)),
+                )
+            })
+    }
+}
+
+fn canonical_names<T>(table: &[(T, &[&str])]) -> String {
+    table.iter().map(|(_, names)| names[0]).collect::<Vec<_>>().join(", ")
+}
+
+/// A share in (0, 1], held in millionths so it hashes and compares exactly; JSON carries it
+/// as a number (`0.9`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "f64", into = "f64")]
+pub struct Fraction {
+    ppm: u32,
+}
+
+impl Fraction {
+    pub fn ppm(self) -> u64 {
+        u64::from(self.ppm)
+    }
+
+    /// `bytes × fraction`, rounded down.
+    pub fn of(self, bytes: u64) -> u64 {
+        let share = u128::from(bytes) * u128::from(self.ppm) / u128::from(PPM);
+        u64::try_from(share).unwrap_or(u64::MAX)
+    }
+}
+
+impl TryFrom<f64> for Fraction {
+    type Error = OptionsError;
+    fn try_from(value: f64) -> Result<Self, Self::Error> {
+        let ppm = (value * PPM as f64).round();
+        if !value.is_finite() || value <= 0.0 || value > 1.0 || ppm < 1.0 {
+            return Err(error(
+                "gpu_utilization",
+                format!("{value} is not a share in (0, 1] (at least 0.000001)"),
+            ));
+        }
+        Ok(Fraction { ppm: ppm as u32 })
+    }
+}
+
+impl From<Fraction> for f64 {
+    fn from(f: Fraction) -> f64 {
+        f.ppm as f64 / PPM as f64
+    }
+}
+
+impl FromStr for Fraction {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let value: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| error("gpu_utilization", format!("`{s}` is not a number")))?;
+        Fraction::try_from(value)
+    }
+}
+
+/// The devices a system is placed on: groups of `NAME[:COUNT]`, comma-separated, where NAME
+/// is a catalogue device ([`devices::CATALOGUE`]) or a capacity (`85899345920`, `80GiB`,
+/// `24GB`). Canonical form: lower-case names, capacities in bytes, every count written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Devices {
+    groups: Vec<DeviceGroup>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct DeviceGroup {
+    /// The catalogue name, or the capacity in bytes for a device given by size.
+    pub name: String,
+    pub capacity_bytes: u64,
+    pub count: u64,
+}
+
+impl Devices {
+    pub fn groups(&self) -> &[DeviceGroup] {
+        &self.groups
+    }
+
+    /// Devices in all (at most [`MAX_DEVICES`]).
+    pub fn count(&self) -> u64 {
+        self.groups.iter().map(|g| g.count).sum()
+    }
+}
+
+impl FromStr for Devices {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut groups = Vec::new();
+        let mut total = 0u64;
+        for part in s.split(',') {
+            let part = part.trim();
+            let (name, count) = match part.rsplit_once(':') {
+                Some((name, count)) => {
+                    let count: u64 = count.trim().parse().map_err(|_| {
+                        error(
+                            "devices",
+                            format!("`{part}`: the count after `:` must be a whole number"),
+                        )
+                    })?;
+                    (name.trim(), count)
+                }
+                None => (part, 1),
+            };
+            if count == 0 {
+                return Err(error("devices", format!("`{part}`: a count must be at least 1")));
+            }
+            total = total.saturating_add(count);
+            if total > MAX_DEVICES {
+                return Err(error(
+                    "devices",
+                    format!("more than the {MAX_DEVICES} devices accepted"),
+                ));
+            }
+            let (name, capacity_bytes) = devices::capacity(name).map_err(|m| error("devices", m))?;
+            groups.push(DeviceGroup {
+                name,
+                capacity_bytes,
+                count,
+            });
+        }
+        Ok(Devices { groups })
+    }
+}
+
+impl TryFrom<String> for Devices {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Devices> for String {
+    fn from(d: Devices) -> String {
+        d.to_string()
+    }
+}
+
+impl fmt::Display for Devices {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, g) in self.groups.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{}:{}", g.name, g.count)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_options_do_not_ask_for_memory_and_serialise_to_an_empty_object() {
+        let o = PlanOptions::default();
+        assert!(!o.asks_for_memory());
+        assert_eq!(serde_json::to_string(&o).expect("json"), "{}");
+        let o: PlanOptions = serde_json::from_str(r#"{"include_mtp": false}"#).expect("parse");
+        assert!(!o.asks_for_memory());
+    }
+
+    #[test]
+    fn options_round_trip_canonically() {
+        let o: PlanOptions = serde_json::from_str(
+            r#"{"gpu_utilization": 0.95, "devices": "H100-80GB:2, 80GiB", "kv_dtype": "bfloat16",
+                "weights_dtype": "int4", "context": 8192, "sequences": 4, "tensor_parallel": 3}"#,
+        )
+        .expect("parse");
+        let json = serde_json::to_string(&o).expect("json");
+        assert_eq!(
+            json,
+            r#"{"context":8192,"sequences":4,"kv_dtype":"bf16","weights_dtype":"int4","devices":"h100-80gb:2,85899345920:1","tensor_parallel":3,"gpu_utilization":0.95}"#
+        );
+        let again: PlanOptions = serde_json::from_str(&json).expect("reparse");
+        assert_eq!(again, o);
+        assert_eq!(o.validate(), Ok(()));
+    }
+
+    #[test]
+    fn unknown_fields_and_values_are_rejected_by_name() {
+        for bad in [
+            r#"{"contxt": 1}"#,
+            r#"{"kv_dtype": "int3"}"#,
+            r#"{"devices": "h900:1"}"#,
+            r#"{"devices": "h100-80gb:0"}"#,
+            r#"{"devices": ""}"#,
+            r#"{"gpu_utilization": 1.5}"#,
+            r#"{"gpu_utilization": 0}"#,
+            r#"{"gpu_utilization": -0.2}"#,
+            r#"{"context": -1}"#,
+        ] {
+            assert!(serde_json::from_str::<PlanOptions>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn validation_names_the_option() {
+        let cases = [
+            (
+                PlanOptions {
+                    context: Some(0),
+                    ..PlanOptions::default()
+                },
+                "context",
+            ),
+            (
+                PlanOptions {
+                    context: Some(1 << 63),
+                    ..PlanOptions::default()
+                },
+                "context",
+            ),
+            (
+                PlanOptions {
+                    sequences: Some(0),
+                    ..PlanOptions::default()
+                },
+                "sequences",
+            ),
+            (
+                PlanOptions {
+                    tensor_parallel: Some(0),
+                    ..PlanOptions::default()
+                },
+                "tensor_parallel",
+            ),
+            (
+                PlanOptions {
+                    tensor_parallel: Some(3),
+                    devices: Some("h100-80gb:4".parse().expect("devices")),
+                    ..PlanOptions::default()
+                },
+                "tensor_parallel",
+            ),
+            (
+                PlanOptions {
+                    tensor_parallel: Some(8),
+                    devices: Some("h100-80gb:4".parse().expect("devices")),
+                    ..PlanOptions::default()
+                },
+                "tensor_parallel",
+            ),
+        ];
+        for (options, option) in cases {
+            assert_eq!(options.validate().map_err(|e| e.option), Err(option), "{options:?}");
+        }
+    }
+
+    #[test]
+    fn fractions_are_exact_millionths() {
+        let f: Fraction = "0.9".parse().expect("fraction");
+        assert_eq!(f.ppm(), 900_000);
+        assert_eq!(f.of(85_899_345_920), 77_309_411_328);
+        assert_eq!(f64::from(f), 0.9);
+        assert!("0.0000001".parse::<Fraction>().is_err());
+        assert!("NaN".parse::<Fraction>().is_err());
+        assert!("1".parse::<Fraction>().is_ok());
+    }
+
+    #[test]
+    fn kv_rows_are_whole_blocks() {
+        assert_eq!(KvDtype::Bf16.row_bytes(1024), 2048);
+        assert_eq!(KvDtype::Q8_0.row_bytes(1024), 32 * 34);
+        assert_eq!(KvDtype::Q4_0.row_bytes(33), 2 * 18);
+        assert_eq!(KvDtype::F32.row_bytes(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn the_device_limit_is_checked_before_anything_is_built() {
+        let too_many = format!("h100-80gb:{}", MAX_DEVICES + 1);
+        assert!(too_many.parse::<Devices>().is_err());
+        assert!("h100-80gb:18446744073709551615,l4:5".parse::<Devices>().is_err());
+    }
+}

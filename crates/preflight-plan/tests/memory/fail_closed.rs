@@ -1,0 +1,103 @@
+//! Memory fails closed: what the planner cannot size gets a finding, never a number, and a
+//! system with a gap has no system figures. Hostile option values neither panic nor wrap.
+
+use preflight_formats::facts::Content;
+use preflight_formats::gguf::Value;
+use preflight_plan::{PlanOptions, plan};
+use serde_json::json;
+
+use crate::support::{codes, hub, options};
+
+fn has(v: &preflight_plan::Verdict, artifact: usize, code: &str) -> bool {
+    codes(v, artifact).iter().any(|c| c == code)
+}
+
+#[test]
+fn a_layer_kind_the_planner_does_not_model_gets_no_number() {
+    // Linear attention (as in Qwen3-Next) keeps a constant state, not a growing cache; the
+    // planner has no model of its size, so it refuses rather than count it as full attention.
+    let mut facts = hub("Qwen/Qwen3-0.6B");
+    let config = facts.config.as_mut().expect("config");
+    let mut kinds = vec![json!("full_attention"); 28];
+    kinds[1] = json!("linear_attention");
+    config.raw.insert("layer_types".into(), kinds.into());
+    let v = plan(&[facts, hub("Qwen/Qwen3-8B")], &options(r#"{"devices": "h100-80gb"}"#));
+    assert!(has(&v, 0, "config.unsupported_value"));
+    assert!(has(&v, 0, "memory.unavailable"));
+    assert!(v.artifacts[0].memory.is_none());
+    assert!(v.artifacts[1].memory.is_some(), "the other artifact is still sized");
+    assert!(v.memory.is_none(), "no system total with a gap in it");
+    assert!(!v.admissible);
+}
+
+#[test]
+fn no_architecture_means_no_memory() {
+    let mut facts = hub("Qwen/Qwen3-0.6B");
+    facts.config = None;
+    let v = plan(&[facts], &options(r#"{"sequences": 1}"#));
+    assert!(has(&v, 0, "config.missing") && has(&v, 0, "memory.unavailable"));
+    assert!(v.artifacts[0].memory.is_none() && v.memory.is_none());
+}
+
+#[test]
+fn a_gguf_layer_without_kv_heads_gets_no_number() {
+    let mut facts = hub("Qwen/Qwen3-8B-GGUF");
+    let Content::Gguf { parts, .. } = &mut facts.content else {
+        panic!("gguf")
+    };
+    let mut heads = vec![Value::UInt(8); 36];
+    heads[5] = Value::UInt(0);
+    parts[0]
+        .header
+        .kv
+        .insert("qwen3.attention.head_count_kv".into(), Value::Array(heads));
+    let v = plan(&[facts], &options(r#"{"sequences": 1}"#));
+    assert!(has(&v, 0, "memory.unavailable"), "{:?}", codes(&v, 0));
+    assert!(v.artifacts[0].memory.is_none());
+}
+
+#[test]
+fn per_layer_kv_heads_from_gguf_are_honoured() {
+    let mut facts = hub("Qwen/Qwen3-8B-GGUF");
+    let Content::Gguf { parts, .. } = &mut facts.content else {
+        panic!("gguf")
+    };
+    // Half the layers with 4 KV heads, half with 8.
+    let heads = (0..36).map(|l| Value::UInt(if l % 2 == 0 { 4 } else { 8 })).collect();
+    parts[0]
+        .header
+        .kv
+        .insert("qwen3.attention.head_count_kv".into(), Value::Array(heads));
+    let v = plan(&[facts], &options(r#"{"context": 1}"#));
+    let m = v.artifacts[0].memory.as_ref().expect("memory");
+    assert_eq!(m.kv_cache_bytes_per_token, 18 * 2 * 4 * 128 * 2 + 18 * 2 * 8 * 128 * 2);
+    let arch = v.artifacts[0].architecture.as_ref().expect("architecture");
+    assert_eq!(arch.kv_heads, 8);
+    assert_eq!(arch.kv_heads_per_layer.as_ref().map(Vec::len), Some(36));
+}
+
+#[test]
+fn hostile_option_values_saturate_instead_of_wrapping() {
+    let extreme = options(&format!(
+        r#"{{"context": {}, "sequences": {}, "devices": "mi325x:{}", "tensor_parallel": 1, "gpu_utilization": 0.000001}}"#,
+        preflight_plan::options::MAX_CONTEXT,
+        preflight_plan::options::MAX_SEQUENCES,
+        preflight_plan::options::MAX_DEVICES / 2,
+    ));
+    for repo in ["deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "Qwen/Qwen3-8B-GGUF"] {
+        let v = plan(&[hub(repo)], &extreme);
+        let m = v.memory.expect("memory");
+        assert_eq!(m.kv_cache_bytes, u64::MAX, "{repo}: saturated, not wrapped");
+        assert_eq!(m.fits, Some(false));
+        assert!(m.total_bytes >= m.weights_bytes);
+    }
+    // Options that were never validated plan without memory rather than panic.
+    let unvalidated = PlanOptions {
+        context: Some(0),
+        tensor_parallel: Some(0),
+        ..PlanOptions::default()
+    };
+    assert!(unvalidated.validate().is_err());
+    let v = plan(&[hub("Qwen/Qwen3-0.6B")], &unvalidated);
+    assert!(v.memory.is_none() && v.artifacts[0].memory.is_none());
+}

@@ -1,0 +1,69 @@
+//! The plan against what llama.cpp itself allocates for `Qwen3-8B-Q4_K_M.gguf`
+//! (`fixtures/llamacpp-qwen3-8b-q4km.jsonl`: llama-cpp-python 0.3.36, CPU, mmap, n_batch 512,
+//! figures in MiB as llama.cpp logs them, two decimals).
+
+use serde_json::Value;
+
+use crate::support::{MIB, fixtures, memory_of};
+
+const REPO: &str = "Qwen/Qwen3-8B-GGUF";
+
+/// llama.cpp logs MiB with two decimals: a figure is exact if it rounds to the logged one.
+const LOGGED_PRECISION_MIB: f64 = 0.005;
+
+fn measurements() -> Vec<Value> {
+    let text = std::fs::read_to_string(fixtures().join("llamacpp-qwen3-8b-q4km.jsonl")).expect("measurements");
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / MIB as f64
+}
+
+#[test]
+fn kv_cache_equals_llama_cpp_exactly() {
+    let rows = measurements();
+    assert_eq!(rows.len(), 6);
+    for row in rows {
+        let context = row["ctx"].as_u64().expect("ctx");
+        let m = memory_of(REPO, &format!(r#"{{"context": {context}}}"#));
+        // f16 K and V (llama.cpp's default cache types): 36 × 2 × 8 × 128 × 2 bytes a token.
+        assert_eq!(m.kv_dtype, "f16");
+        assert_eq!(m.kv_cache_bytes_per_token, 147_456);
+        let logged = row["kv_mib"].as_f64().expect("kv_mib");
+        assert_eq!(m.kv_cache_bytes, (logged * MIB as f64) as u64, "KV at {context}");
+    }
+}
+
+#[test]
+fn weights_equal_the_mapped_model_buffer() {
+    // The mapped buffer is the file's data section: every tensor's bytes. Tensors are
+    // 32-byte aligned and every Q4_K/Q6_K/F32 tensor here is a multiple of 32 bytes long, so
+    // there is no padding between them and no gap to explain: 5,021,827,072 bytes =
+    // 4,789.1875 MiB, logged as 4789.19.
+    let m = memory_of(REPO, r#"{"context": 4096}"#);
+    assert_eq!(m.weights_bytes, 5_021_827_072);
+    for row in measurements() {
+        let logged = row["model_mapped_mib"].as_f64().expect("mapped");
+        assert!((mib(m.weights_bytes) - logged).abs() < LOGGED_PRECISION_MIB);
+    }
+}
+
+#[test]
+fn activations_equal_llama_cpp_compute_and_output_buffers_with_flash_attention() {
+    // With flash attention llama.cpp never materialises the KQ matrix, so its compute buffer
+    // does not grow with the context; without it the buffer grows (1100 MiB at 16k), which
+    // serving engines avoid.
+    for row in measurements().iter().filter(|r| r["flash_attn"] == true) {
+        let context = row["ctx"].as_u64().expect("ctx");
+        let m = memory_of(REPO, &format!(r#"{{"context": {context}}}"#));
+        let logged = row["compute_mib"].as_f64().expect("compute") + row["output_mib"].as_f64().expect("output");
+        assert!(
+            (mib(m.activation_bytes) - logged).abs() < 2.0 * LOGGED_PRECISION_MIB,
+            "{} MiB vs llama.cpp {logged} MiB at {context}",
+            mib(m.activation_bytes)
+        );
+    }
+}

@@ -1,0 +1,11 @@
+//! Memory and fit, held against hand-worked figures on the bundled checkpoints, against
+//! llama.cpp's own allocations, and against the properties the plan must keep.
+//! One test binary, a module per area.
+
+mod fail_closed;
+mod fit;
+mod kv;
+mod llamacpp;
+mod properties;
+mod support;
+mod weights;

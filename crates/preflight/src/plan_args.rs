@@ -1,0 +1,147 @@
+//! `preflight plan`'s memory flags and their conversion to [`PlanOptions`]. Each flag is the
+//! option of the same name in `POST /v1/plan` (dashes for underscores); values are parsed by
+//! the planner's own types, so the CLI and the service accept exactly the same things.
+
+use clap::Args;
+use preflight_plan::{Devices, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
+
+/// Memory and fit (see docs/memory.md). Giving any of these adds the memory plan
+/// (`--sequences 1` asks for it with every default).
+#[derive(Debug, Clone, Default, Args)]
+pub struct MemoryArgs {
+    /// Tokens per sequence [default: each model's maximum context].
+    #[arg(long, value_name = "TOKENS", help_heading = "Memory")]
+    pub context: Option<u64>,
+    /// Sequences served at once, each holding --context tokens of KV cache [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Memory")]
+    pub sequences: Option<u64>,
+    /// KV cache type: auto, bf16, f16, f32, fp8, q8_0, q4_0 [default: auto = the model's
+    /// dtype; f16 for GGUF, as llama.cpp].
+    #[arg(long, value_name = "DTYPE", value_parser = parse_kv_dtype, help_heading = "Memory")]
+    pub kv_dtype: Option<KvChoice>,
+    /// Plan the weights as if stored as: bf16, f16, f32 (cast everything), or fp8, int8,
+    /// int4, mxfp4 (quantize linear layers) [default: as stored].
+    #[arg(long, value_name = "DTYPE", help_heading = "Memory")]
+    pub weights_dtype: Option<WeightsDtype>,
+    /// Devices to place the system on: NAME[:COUNT],… with NAME a catalogued device
+    /// (h100-80gb, h100-94gb, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, rtx-4090,
+    /// mi300x, mi325x; vendor GB read as GiB) or a capacity in bytes (85899345920, 80GiB,
+    /// 24GB).
+    #[arg(long, value_name = "DEVICES", help_heading = "Memory")]
+    pub devices: Option<Devices>,
+    /// Tensor-parallel degree; must divide the device count (the rest are replicas)
+    /// [default: the device count].
+    #[arg(long, value_name = "N", help_heading = "Memory")]
+    pub tensor_parallel: Option<u64>,
+    /// Share of each device's memory the plan may fill, in (0, 1] [default: 0.9, as vLLM].
+    #[arg(long, value_name = "SHARE", help_heading = "Memory")]
+    pub gpu_utilization: Option<Fraction>,
+    /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].
+    #[arg(long, help_heading = "Memory")]
+    pub include_mtp: bool,
+}
+
+/// `--kv-dtype`: `auto` is the absence of a choice.
+#[derive(Debug, Clone, Copy)]
+pub enum KvChoice {
+    Auto,
+    Dtype(KvDtype),
+}
+
+fn parse_kv_dtype(s: &str) -> Result<KvChoice, OptionsError> {
+    if s.eq_ignore_ascii_case("auto") {
+        Ok(KvChoice::Auto)
+    } else {
+        s.parse().map(KvChoice::Dtype)
+    }
+}
+
+impl MemoryArgs {
+    /// The options these flags ask for, validated: an `Err` is bad usage (exit 2).
+    pub fn options(&self) -> Result<PlanOptions, OptionsError> {
+        let options = PlanOptions {
+            context: self.context,
+            sequences: self.sequences,
+            kv_dtype: match self.kv_dtype {
+                Some(KvChoice::Dtype(dtype)) => Some(dtype),
+                Some(KvChoice::Auto) | None => None,
+            },
+            weights_dtype: self.weights_dtype,
+            devices: self.devices.clone(),
+            tensor_parallel: self.tensor_parallel,
+            gpu_utilization: self.gpu_utilization,
+            include_mtp: self.include_mtp,
+        };
+        options.validate()?;
+        Ok(options)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        memory: MemoryArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<PlanOptions, String> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("preflight").chain(args.iter().copied())).map_err(|e| e.to_string())?;
+        cli.memory.options().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn flags_become_the_same_options_as_json() {
+        let o = parse(&[
+            "--context",
+            "8192",
+            "--sequences",
+            "4",
+            "--kv-dtype",
+            "fp8",
+            "--weights-dtype",
+            "int4",
+            "--devices",
+            "h100-80gb:2",
+            "--gpu-utilization",
+            "0.95",
+        ])
+        .expect("parse");
+        let json: PlanOptions = serde_json::from_str(
+            r#"{"context":8192,"sequences":4,"kv_dtype":"fp8","weights_dtype":"int4","devices":"h100-80gb:2","gpu_utilization":0.95}"#,
+        )
+        .expect("json");
+        assert_eq!(o, json);
+    }
+
+    #[test]
+    fn no_flags_ask_for_nothing_and_auto_is_no_choice() {
+        assert!(!parse(&[]).expect("parse").asks_for_memory());
+        assert!(!parse(&["--kv-dtype", "auto"]).expect("parse").asks_for_memory());
+        assert!(parse(&["--sequences", "1"]).expect("parse").asks_for_memory());
+    }
+
+    #[test]
+    fn bad_values_are_errors_naming_the_flag_or_option() {
+        for (args, needle) in [
+            (&["--context", "0"][..], "context"),
+            (&["--context", "-5"][..], "-5"),
+            (&["--sequences", "0"][..], "sequences"),
+            (&["--devices", "h900"][..], "h900"),
+            (
+                &["--devices", "h100-80gb:4", "--tensor-parallel", "3"][..],
+                "tensor_parallel",
+            ),
+            (&["--gpu-utilization", "1.2"][..], "gpu_utilization"),
+            (&["--kv-dtype", "int3"][..], "int3"),
+            (&["--weights-dtype", "q9"][..], "q9"),
+        ] {
+            let err = parse(args).expect_err("must fail");
+            assert!(err.contains(needle), "{args:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `preflight plan`'s memory flags: the breakdown they add, the JSON they produce, and bad
+//! values refused as bad usage (exit 2) before any source is read.
+
+use serde_json::Value;
+
+use crate::support::{fixtures, materialize, preflight};
+
+fn local(name: &str) -> String {
+    fixtures().join("local").join(name).to_string_lossy().into_owned()
+}
+
+#[test]
+fn memory_flags_add_a_breakdown_per_artifact_and_device() {
+    // The README's offline example.
+    let out = preflight(&[
+        "plan",
+        &local("tiny-qwen3-moe-sharded"),
+        "--devices",
+        "l4",
+        "--context",
+        "4096",
+        "--sequences",
+        "8",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "context 4,096 × 8 sequences · KV cache bf16 · weights as stored",
+        // 2 layers × 2 (K, V) × 2 KV heads × 16 head_dim × 2 bytes = 256 bytes a token.
+        "256 B/token · 2 full × 128 B × 4,096 tokens (× 8 sequences)",
+        "MEMORY  total",
+        "device 0     l4",
+        "FITS · max context that fits: 4,096 tokens × 8 sequences",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    assert!(!text.lines().any(|l| l.ends_with(' ')), "no trailing spaces:\n{text}");
+}
+
+#[test]
+fn without_memory_flags_the_output_has_no_memory() {
+    let out = preflight(&["plan", "--json", &local("tiny-llama")]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v.get("memory").is_none());
+    assert!(v["artifacts"][0].get("memory").is_none());
+}
+
+#[test]
+fn json_carries_the_memory_block() {
+    let out = preflight(&[
+        "plan",
+        "--json",
+        &local("tiny-qwen3-moe-sharded"),
+        "--devices",
+        "80GiB:2",
+        "--sequences",
+        "2",
+        "--kv-dtype",
+        "fp8",
+        "--gpu-utilization",
+        "0.5",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let m = &v["memory"];
+    assert_eq!(m["tensor_parallel"], 2);
+    assert_eq!(m["gpu_utilization"], 0.5);
+    assert_eq!(m["per_device"].as_array().expect("devices").len(), 2);
+    assert_eq!(m["per_device"][0]["usable_bytes"], 40u64 << 30);
+    assert_eq!(m["fits"], true);
+    let a = &v["artifacts"][0]["memory"];
+    assert_eq!(a["kv_dtype"], "fp8");
+    assert_eq!(a["context"], 4096);
+    // fp8: 2 layers × 2 × 2 KV heads × 16 × 1 byte.
+    assert_eq!(a["kv_cache_bytes_per_token"], 128);
+    assert_eq!(a["kv_cache_bytes"], 128 * 4096 * 2);
+    assert_eq!(a["per_rank"]["kv_cache_bytes"], 128 * 4096);
+}
+
+#[test]
+fn bad_memory_options_exit_two_before_reading_anything() {
+    let missing = "/nonexistent/checkpoint";
+    for (args, needle) in [
+        (&["--context", "0"][..], "invalid --context"),
+        (&["--sequences", "0"][..], "invalid --sequences"),
+        (
+            &["--devices", "h100-80gb:4", "--tensor-parallel", "3"][..],
+            "invalid --tensor-parallel",
+        ),
+        (&["--devices", "h900"][..], "h900"),
+        (&["--gpu-utilization", "0"][..], "gpu_utilization"),
+        (&["--kv-dtype", "int3"][..], "int3"),
+        (&["--context", "18446744073709551616"][..], "--context"),
+    ] {
+        let mut argv = vec!["plan", missing];
+        argv.extend_from_slice(args);
+        let out = preflight(&argv);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_degree_that_cannot_split_the_model_is_inadmissible() {
+    let out = preflight(&["plan", &local("tiny-llama"), "--devices", "l4:3"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("memory.tensor_parallel_invalid"), "{text}");
+    assert!(text.contains("see the tensor-parallel finding"), "{text}");
+}
+
+#[test]
+fn the_bundled_gguf_plans_llama_cpps_kv_cache_end_to_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("Qwen/Qwen3-8B-GGUF", dir.path());
+    let gguf = repo.join("Qwen3-8B-Q4_K_M.gguf");
+    let out = preflight(&["plan", "--json", gguf.to_str().expect("utf8"), "--context", "40960"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    // llama.cpp logs `CPU KV buffer size = 5760.00 MiB` for this file at n_ctx 40960.
+    assert_eq!(v["artifacts"][0]["memory"]["kv_cache_bytes"], 5760u64 << 20);
+}
+
+#[test]
+fn deepseek_v3_on_eight_h200s_fits_its_whole_context() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("deepseek-ai/DeepSeek-V3", dir.path());
+    let out = preflight(&["plan", repo.to_str().expect("utf8"), "--devices", "h200:8"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "68.62 KiB/token · 61 mla × 1.12 KiB × 163,840 tokens",
+        "devices 0–7  h200",
+        "FITS · max context that fits: 163,840 tokens × 1 sequence",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
