@@ -430,9 +430,11 @@ impl Tally {
                 }
                 if let Some(rules) = normalized.map(|n| &n.shapes) {
                     for rule in rules.iter().filter(|r| pattern_matches(r.pattern, &shape.normalized)) {
-                        let packed_dim = factor != 1 && rule.dim != 0;
+                        // Packed storage reshapes: GPTQ/AWQ transpose, bitsandbytes flattens.
+                        // Only MXFP4 blocks keep a logical leading dimension (the experts).
+                        let unchecked = factor != 1 && !(dtype == Some("MXFP4") && rule.dim == 0);
                         match tensor.shape.get(rule.dim) {
-                            Some(found) if *found == rule.value || packed_dim => {}
+                            Some(found) if *found == rule.value || unchecked => {}
                             found => {
                                 shape_errors.entry((rule.pattern, rule.dim)).or_insert((
                                     rule.value,

@@ -392,3 +392,37 @@ fn every_code_is_documented_and_unique() {
         assert!(code.as_str().contains('.'), "{} is not area.name", code.as_str());
     }
 }
+
+/// GPTQ stores 4-bit weights eight to an I32 `qweight` ([in/8, out]) with `qzeros`, `scales`
+/// and `g_idx` beside it: parameters are unpacked, the metadata is not counted.
+#[test]
+fn gptq_packed_weights_are_unpacked_and_their_metadata_excluded() {
+    let mut c = config();
+    c["quantization_config"] = json!({"quant_method": "gptq", "bits": 4, "group_size": 32});
+    let mut t = Vec::new();
+    for (name, dtype, shape) in tensors() {
+        let quantized = name.contains("_proj.weight");
+        if !quantized {
+            t.push((name, dtype, shape));
+            continue;
+        }
+        let (out, inp) = (shape[0], shape[1]);
+        let stem = name.trim_end_matches(".weight");
+        t.push((format!("{stem}.qweight"), "I32", vec![inp / 8, out]));
+        t.push((format!("{stem}.qzeros"), "I32", vec![inp / 32, out / 8]));
+        t.push((format!("{stem}.scales"), "F16", vec![inp / 32, out]));
+        t.push((format!("{stem}.g_idx"), "I32", vec![inp]));
+    }
+    let v = single(c, t);
+    assert!(v.admissible, "{:#?}", v.artifacts[0].findings);
+    let logical: u64 = tensors().iter().map(|(_, _, s)| s.iter().product::<u64>()).sum();
+    let p = &v.artifacts[0].parameters;
+    assert_eq!(p.total, logical, "same logical parameters as the unquantized model");
+    assert!(p.by_dtype.contains_key("INT4"));
+    let q = v.artifacts[0]
+        .architecture
+        .as_ref()
+        .and_then(|a| a.quantization.as_ref())
+        .expect("quantization");
+    assert_eq!((q.method.as_str(), q.bits), ("gptq", Some(4)));
+}
