@@ -51,6 +51,7 @@ mod faults;
 mod hub;
 mod log;
 mod range;
+pub mod redis;
 mod safetensors;
 mod store;
 

@@ -1,78 +1,16 @@
 //! Several replicas sharing one real Redis (`redis-server`, started per test on a free
 //! loopback port — never a mock) and one fixture Hub.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use preflight_testhub::redis::RedisServer;
 use preflight_testhub::{Fault, Origin, TestHub};
 
 use crate::support::{Server, commit_of, hub};
 
-/// A `redis-server` of our own; stopped on drop.
-pub struct Redis {
-    child: Option<Child>,
-    pub port: u16,
-}
-
-impl Redis {
-    pub fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .expect("free port")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let mut redis = Redis { child: None, port };
-        redis.resume();
-        redis
-    }
-
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// (Re)start on the same port, empty, and wait until it accepts connections.
-    pub fn resume(&mut self) {
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &self.port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed (apt-get install redis-server); .ci/run installs it");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 /// Two replicas (each with its own data dir) on one fixture Hub and one Redis.
-async fn replicas(redis: &Redis, flags: &[&str]) -> (Server, Server) {
+async fn replicas(redis: &RedisServer, flags: &[&str]) -> (Server, Server) {
     let hub = hub().await;
     let url = redis.url();
     let mut all = vec!["--cache-url", url.as_str(), "--redis-timeout-ms", "200"];
@@ -102,7 +40,7 @@ fn post(
 
 #[tokio::test]
 async fn a_miss_on_one_replica_is_a_hit_on_another_for_one_upstream_request() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let (a, b) = replicas(&redis, &[]).await;
     let (status, _, first) = a.plan(&["hf://Qwen/Qwen3-8B"]).await;
     assert_eq!(
@@ -125,7 +63,7 @@ async fn a_miss_on_one_replica_is_a_hit_on_another_for_one_upstream_request() {
 
 #[tokio::test]
 async fn concurrent_misses_across_replicas_stage_the_headers_once() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let (a, b) = replicas(&redis, &[]).await;
     a.hub.add_fault(Fault::latency(Duration::from_millis(50)));
     let tasks: Vec<_> = (0..20)
@@ -150,7 +88,7 @@ async fn concurrent_misses_across_replicas_stage_the_headers_once() {
 
 #[tokio::test]
 async fn a_dead_leaseholders_lease_expires_and_the_work_is_retried() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let (a, b) = replicas(&redis, &["--lease-secs", "1"]).await;
     a.hub
         .add_fault(Fault::latency(Duration::from_millis(400)).path_contains("gpt-oss"));
@@ -170,7 +108,7 @@ async fn a_dead_leaseholders_lease_expires_and_the_work_is_retried() {
 
 #[tokio::test]
 async fn stopping_redis_loses_no_request_and_restarting_restores_sharing() {
-    let mut redis = Redis::start();
+    let mut redis = RedisServer::start();
     let (a, b) = replicas(&redis, &[]).await;
     let mut statuses = Vec::new();
     for round in 0..30 {
@@ -219,7 +157,7 @@ async fn stopping_redis_loses_no_request_and_restarting_restores_sharing() {
 
 #[tokio::test]
 async fn the_shared_hub_budget_holds_across_replicas() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let budget = 12;
     let (a, b) = replicas(&redis, &["--hub-budget", "12", "--hub-budget-window-secs", "600"]).await;
     let sources = [

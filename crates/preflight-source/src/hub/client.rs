@@ -120,7 +120,10 @@ impl HubClient {
         let url = self.resolve_url(repo, revision, path);
         let ctx = Context { repo, revision, path };
         let response = self
-            .send(Method::GET, url.clone(), Some("bytes=0-0"), &ctx, counters, false)
+            .retrying(|| async {
+                Counters::add(&counters.requests, 1);
+                self.send_once(Method::GET, url.clone(), Some("bytes=0-0"), &ctx).await
+            })
             .await?;
         commit_header(response.headers()).ok_or_else(|| HubError::Protocol {
             url: url.to_string(),
@@ -136,8 +139,7 @@ impl HubClient {
             revision,
             path: "",
         };
-        let response = self.send(Method::GET, url.clone(), None, &ctx, counters, true).await?;
-        let bytes = read_body(response, MAX_INFO_BYTES, &url, counters).await?;
+        let bytes = self.get_whole(&url, &ctx, MAX_INFO_BYTES, counters).await?;
         let info: RawInfo = serde_json::from_slice(&bytes).map_err(|e| HubError::Protocol {
             url: url.to_string(),
             detail: format!("model info is not the Hub's JSON: {e}"),
@@ -163,8 +165,7 @@ impl HubClient {
             revision: commit,
             path,
         };
-        let response = self.send(Method::GET, url.clone(), None, &ctx, counters, true).await?;
-        read_body(response, max, &url, counters).await
+        self.get_whole(&url, &ctx, max, counters).await
     }
 
     /// Bytes `[start, end)` of a file (clamped by the server at the file's end).
@@ -228,11 +229,7 @@ impl HubClient {
             }
             Ok(RangeRead { bytes, total })
         };
-        attempt
-            .retry(self.backoff())
-            .when(HubError::is_transient)
-            .adjust(|e: &HubError, d| e.retry_after().or(d))
-            .await
+        self.retrying(attempt).await
     }
 
     fn backoff(&self) -> ExponentialBuilder {
@@ -243,31 +240,34 @@ impl HubClient {
             .with_jitter()
     }
 
-    /// Send with retries on transient failures; errors mapped from status and `X-Error-Code`.
-    /// `follow`: follow redirects (a probe reads the Hub's own answer instead).
-    async fn send(
-        &self,
-        method: Method,
-        url: Url,
-        range: Option<&str>,
-        ctx: &Context<'_>,
-        counters: &Counters,
-        follow: bool,
-    ) -> Result<reqwest::Response, HubError> {
-        let attempt = || async {
-            if follow {
-                self.send_once_following(method.clone(), url.clone(), range, ctx, counters)
-                    .await
-            } else {
-                Counters::add(&counters.requests, 1);
-                self.send_once(method.clone(), url.clone(), range, ctx).await
-            }
-        };
+    /// Run `attempt` again on transient failures (5xx, 429, timeouts, short bodies), with
+    /// exponential backoff — or the server's own `Retry-After` when it gives one.
+    async fn retrying<T, Fut>(&self, attempt: impl FnMut() -> Fut) -> Result<T, HubError>
+    where
+        Fut: std::future::Future<Output = Result<T, HubError>>,
+    {
         attempt
             .retry(self.backoff())
             .when(HubError::is_transient)
             .adjust(|e: &HubError, d| e.retry_after().or(d))
             .await
+    }
+
+    /// A whole body, at most `max` bytes; a short body is retried like a failed request.
+    async fn get_whole(
+        &self,
+        url: &Url,
+        ctx: &Context<'_>,
+        max: usize,
+        counters: &Counters,
+    ) -> Result<Vec<u8>, HubError> {
+        self.retrying(|| async {
+            let response = self
+                .send_once_following(Method::GET, url.clone(), None, ctx, counters)
+                .await?;
+            read_body(response, max, url, counters).await
+        })
+        .await
     }
 
     /// One logical request: redirects followed by hand, the token kept on the Hub's origin.

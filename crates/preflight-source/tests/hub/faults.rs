@@ -142,3 +142,13 @@ async fn a_request_slower_than_the_timeout_fails_as_a_timeout() {
     let err = plan_source(&c, SOURCE).await.map(|_| ()).expect_err("times out");
     assert!(matches!(err, SourceError::Hub(HubError::Timeout { .. })), "{err}");
 }
+
+#[tokio::test]
+async fn a_truncated_small_file_is_retried_too() {
+    let hub = hub().await;
+    let home = tempfile::tempdir().expect("tempdir");
+    hub.add_fault(Fault::truncate().times(1).path_contains("model.safetensors.index.json"));
+    plan_source(&client(&hub, None, home.path()), SOURCE)
+        .await
+        .expect("the retry reads the index whole");
+}

@@ -1,53 +1,10 @@
 //! Two `preflight serve` processes sharing one real Redis and one fixture Hub.
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
+use preflight_testhub::redis::RedisServer;
 use preflight_testhub::{Origin, TestHub};
 use serde_json::{Value, json};
 
 use crate::support::serve;
-
-struct Redis(Child, u16);
-
-impl Redis {
-    fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .expect("port")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server must be installed; .ci/run installs it");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Redis(child, port)
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn plan(base: &str, source: &str) -> (u16, Value) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -72,9 +29,9 @@ fn hub_requests(hub: &TestHub) -> usize {
 
 #[test]
 fn a_miss_on_one_process_is_a_hit_on_the_other_and_the_budget_holds_across_both() {
-    let redis = Redis::start();
+    let redis = RedisServer::start();
     let hub = TestHub::builder().start_blocking().expect("hub");
-    let url = format!("redis://127.0.0.1:{}/", redis.1);
+    let url = redis.url();
     let flags = [
         "--cache-url",
         url.as_str(),
