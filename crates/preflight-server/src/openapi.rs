@@ -66,6 +66,7 @@ fn operation(route: &RouteInfo) -> Value {
         ("GET", "/metrics") => {
             json!({ "summary": route.summary, "responses": ok(json!({ "type": "string" }), "text/plain") })
         }
+        ("GET", "/") => json!({ "summary": route.summary, "responses": ok(json!({ "type": "string" }), "text/html") }),
         ("GET", "/v1/health") => {
             json!({ "summary": route.summary, "responses": ok(json!({ "$ref": "#/components/schemas/Health" }), "application/json") })
         }

@@ -86,3 +86,76 @@ fn a_miss_on_one_process_is_a_hit_on_the_other_and_the_budget_holds_across_both(
     assert!(refused > 0);
     assert!(hub_requests(&hub) <= 30, "the Hub saw {}", hub_requests(&hub));
 }
+
+/// 20 concurrent misses of one new repo spread over two processes stage its headers once;
+/// then Redis stops mid-run (every request still 200 or 429), restarts, and sharing returns.
+#[test]
+fn two_processes_stage_once_and_ride_out_a_redis_outage() {
+    let mut redis = RedisServer::start();
+    let hub = TestHub::builder().start_blocking().expect("hub");
+    hub.add_fault(preflight_testhub::Fault::latency(std::time::Duration::from_millis(50)));
+    let url = redis.url();
+    let flags = ["--cache-url", url.as_str()];
+    let (da, db) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let (_a, a) = serve(&hub, da.path(), &flags);
+    let (_b, b) = serve(&hub, db.path(), &flags);
+
+    let threads: Vec<_> = (0..20)
+        .map(|i| {
+            let base = if i % 2 == 0 { a.clone() } else { b.clone() };
+            std::thread::spawn(move || plan(&base, "hf://Qwen/Qwen3-30B-A3B").0)
+        })
+        .collect();
+    for t in threads {
+        assert_eq!(t.join().expect("thread"), 200);
+    }
+    let shard_reads = hub
+        .requests()
+        .iter()
+        .filter(|r| r.origin == Origin::Hub && r.path.ends_with(".safetensors"))
+        .count();
+    assert_eq!(
+        shard_reads, 13,
+        "each of the 13 shard headers read once across both processes"
+    );
+
+    redis.stop();
+    for (i, source) in [
+        "hf://Qwen/Qwen3-30B-A3B",
+        "hf://openai/gpt-oss-20b",
+        "hf://Qwen/Qwen3-8B",
+        "hf://Qwen/Qwen3-0.6B",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (status, v) = plan(if i % 2 == 0 { &a } else { &b }, source);
+        assert!(status == 200 || status == 429, "{source}: {status} {v}");
+    }
+    redis.resume();
+    // Each process retries Redis once its breaker's pause (≤ 5 s) is over.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let fresh = [
+        "hf://mistralai/Mixtral-8x7B-v0.1",
+        "hf://microsoft/Phi-3-mini-4k-instruct",
+        "hf://deepseek-ai/DeepSeek-V3",
+    ];
+    let mut shared_again = false;
+    for source in fresh.iter().cycle() {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        let (status, _) = plan(&a, source);
+        assert!(status == 200 || status == 429);
+        let (_, on_b) = plan(&b, source);
+        if on_b["serving"]["cached"] == true {
+            shared_again = true;
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            break;
+        }
+    }
+    assert!(shared_again, "sharing did not come back after Redis restarted");
+}
