@@ -176,16 +176,7 @@ async fn a_full_permit_pool_refuses_a_miss_but_still_serves_a_hit() {
     s.plan(&[REPO]).await; // warm: now a hit
     s.hub
         .add_fault(Fault::latency(Duration::from_secs(2)).path_contains("DeepSeek"));
-    let slow = {
-        let app = s.app.clone();
-        tokio::spawn(async move {
-            let body = serde_json::json!({ "sources": ["hf://deepseek-ai/DeepSeek-V3"] }).to_string();
-            let request = axum::http::Request::post("/v1/plan")
-                .body(axum::body::Body::from(body))
-                .expect("request");
-            crate::support::send(&app, request).await
-        })
-    };
+    let slow = crate::support::spawn_plan(&s.app, "hf://deepseek-ai/DeepSeek-V3");
     while s.state.pipeline.in_flight() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -208,17 +199,8 @@ async fn a_full_permit_pool_refuses_a_miss_but_still_serves_a_hit() {
 async fn concurrent_misses_of_one_key_do_the_work_once() {
     let s = server(&["--max-plans-in-flight", "1"]).await;
     s.hub.add_fault(Fault::latency(Duration::from_millis(100)));
-    let plans = (0..10).map(|_| {
-        let app = s.app.clone();
-        tokio::spawn(async move {
-            let body = serde_json::json!({ "sources": [REPO] }).to_string();
-            let request = axum::http::Request::post("/v1/plan")
-                .body(axum::body::Body::from(body))
-                .expect("request");
-            crate::support::send(&app, request).await.0
-        })
-    });
-    let statuses: Vec<StatusCode> = futures_join(plans).await;
+    let plans = (0..10).map(|_| crate::support::spawn_plan(&s.app, REPO));
+    let statuses: Vec<StatusCode> = futures_join(plans).await.into_iter().map(|r| r.0).collect();
     assert!(
         statuses.iter().all(|s| *s == StatusCode::OK),
         "{statuses:?}: joiners need no permit"

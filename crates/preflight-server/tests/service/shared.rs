@@ -24,20 +24,6 @@ fn hub_requests(hub: &TestHub) -> usize {
     hub.requests().iter().filter(|r| r.origin == Origin::Hub).count()
 }
 
-fn post(
-    app: &axum::Router,
-    source: &'static str,
-) -> tokio::task::JoinHandle<(StatusCode, axum::http::HeaderMap, serde_json::Value)> {
-    let app = app.clone();
-    tokio::spawn(async move {
-        let body = serde_json::json!({ "sources": [source] }).to_string();
-        let request = axum::http::Request::post("/v1/plan")
-            .body(axum::body::Body::from(body))
-            .expect("request");
-        crate::support::send(&app, request).await
-    })
-}
-
 #[tokio::test]
 async fn a_miss_on_one_replica_is_a_hit_on_another_for_one_upstream_request() {
     let redis = RedisServer::start();
@@ -67,7 +53,7 @@ async fn concurrent_misses_across_replicas_stage_the_headers_once() {
     let (a, b) = replicas(&redis, &[]).await;
     a.hub.add_fault(Fault::latency(Duration::from_millis(50)));
     let tasks: Vec<_> = (0..20)
-        .map(|i| post(if i % 2 == 0 { &a.app } else { &b.app }, "hf://Qwen/Qwen3-30B-A3B"))
+        .map(|i| crate::support::spawn_plan(if i % 2 == 0 { &a.app } else { &b.app }, "hf://Qwen/Qwen3-30B-A3B"))
         .collect();
     for t in tasks {
         assert_eq!(t.await.expect("task").0, StatusCode::OK);
@@ -93,7 +79,7 @@ async fn a_dead_leaseholders_lease_expires_and_the_work_is_retried() {
     a.hub
         .add_fault(Fault::latency(Duration::from_millis(400)).path_contains("gpt-oss"));
     // A takes the lease, then its request is abandoned mid-staging: the lease is never released.
-    let abandoned = post(&a.app, "hf://openai/gpt-oss-20b");
+    let abandoned = crate::support::spawn_plan(&a.app, "hf://openai/gpt-oss-20b");
     while a.counts().staging == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

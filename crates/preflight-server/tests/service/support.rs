@@ -159,3 +159,12 @@ pub fn commit_of(repo: &str) -> String {
     let refs: Value = serde_json::from_slice(&std::fs::read(refs).expect("refs")).expect("json");
     refs["main"].as_str().expect("main").to_owned()
 }
+
+/// POST a one-source plan on a task of its own (for concurrent requests).
+pub fn spawn_plan(app: &Router, source: &'static str) -> tokio::task::JoinHandle<(StatusCode, HeaderMap, Value)> {
+    let app = app.clone();
+    tokio::spawn(async move {
+        let body = serde_json::json!({ "sources": [source] }).to_string();
+        send(&app, Request::post("/v1/plan").body(Body::from(body)).expect("request")).await
+    })
+}
