@@ -426,3 +426,29 @@ fn gptq_packed_weights_are_unpacked_and_their_metadata_excluded() {
         .expect("quantization");
     assert_eq!((q.method.as_str(), q.bits), ("gptq", Some(4)));
 }
+
+/// A multimodal wrapper's `text_config` is read as the model; its tensors' wrapper prefixes
+/// fold onto the plain decoder's names. A vision tower would be unplaced (fail closed).
+#[test]
+fn a_nested_text_config_is_planned_as_the_model() {
+    let wrapper = json!({ "architectures": ["LlavaLikeForConditionalGeneration"], "model_type": "llava_like", "text_config": config() });
+    let renamed: Tensors = tensors()
+        .into_iter()
+        .map(|(name, dtype, shape)| {
+            let name = match name.strip_prefix("model.") {
+                Some(rest) => format!("model.language_model.{rest}"),
+                None => format!("language_model.{name}"),
+            };
+            (name, dtype, shape)
+        })
+        .collect();
+    let v = single(wrapper.clone(), renamed.clone());
+    assert!(v.admissible, "{:#?}", v.artifacts[0].findings);
+    let plain = single(config(), tensors());
+    assert_eq!(v.artifacts[0].parameters, plain.artifacts[0].parameters);
+
+    let mut with_vision = renamed;
+    with_vision.push(("model.vision_tower.patch_embed.weight".into(), "BF16", vec![HIDDEN, 3]));
+    let v = single(wrapper, with_vision);
+    assert_eq!(codes(&v), ["tensor.unplaced"]);
+}

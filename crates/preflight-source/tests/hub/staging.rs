@@ -189,3 +189,26 @@ async fn a_gguf_file_source_reads_its_header_in_growing_chunks() {
     assert!(facts.staging.requests <= 4, "{}", facts.staging.requests);
     assert!(facts.staging.bytes_fetched < 2 * facts.staging.header_bytes);
 }
+
+#[tokio::test]
+async fn a_pull_request_revision_is_encoded_as_one_segment() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let second =
+        preflight_testhub::fork_repo(&preflight_testhub::fixtures_hub(), "Qwen/Qwen3-0.6B", root.path()).expect("fork");
+    let hub = preflight_testhub::TestHub::builder()
+        .root(root.path())
+        .start()
+        .await
+        .expect("hub");
+    hub.set_ref("Qwen/Qwen3-0.6B", "refs/pr/1", &second).expect("a PR ref");
+    let home = tempfile::tempdir().expect("tempdir");
+    let (facts, probes) = plan_source(&client(&hub, None, home.path()), "hf://Qwen/Qwen3-0.6B@refs/pr/1")
+        .await
+        .expect("stage");
+    assert_eq!((probes, facts.source.commit.as_deref()), (1, Some(second.as_str())));
+    assert!(
+        hub.requests()[0].path.contains("/resolve/refs%2Fpr%2F1/"),
+        "{}",
+        hub.requests()[0].path
+    );
+}
