@@ -7,6 +7,10 @@ use serde_json::{Value, json};
 use crate::support::serve;
 
 fn plan(base: &str, source: &str) -> (u16, Value) {
+    post(base, &json!({ "sources": [source] }))
+}
+
+fn post(base: &str, body: &Value) -> (u16, Value) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -14,7 +18,7 @@ fn plan(base: &str, source: &str) -> (u16, Value) {
     runtime.block_on(async {
         let response = reqwest::Client::new()
             .post(format!("{base}/v1/plan"))
-            .json(&json!({ "sources": [source] }))
+            .json(body)
             .send()
             .await
             .expect("send");
@@ -138,17 +142,15 @@ fn two_processes_stage_once_and_ride_out_a_redis_outage() {
     redis.resume();
     // Each process retries Redis once its breaker's pause (≤ 5 s) is over.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let fresh = [
-        "hf://mistralai/Mixtral-8x7B-v0.1",
-        "hf://microsoft/Phi-3-mini-4k-instruct",
-        "hf://deepseek-ai/DeepSeek-V3",
-    ];
+    // Each attempt plans a key neither process has seen (a new context), so B can only answer
+    // it from the cache if the verdict came through Redis.
     let mut shared_again = false;
-    for source in fresh.iter().cycle() {
+    for attempt in 1u64.. {
         std::thread::sleep(std::time::Duration::from_secs(2));
-        let (status, _) = plan(&a, source);
+        let body = json!({ "sources": ["hf://Qwen/Qwen3-0.6B"], "options": { "context": 1000 + attempt } });
+        let (status, _) = post(&a, &body);
         assert!(status == 200 || status == 429);
-        let (_, on_b) = plan(&b, source);
+        let (_, on_b) = post(&b, &body);
         if on_b["serving"]["cached"] == true {
             shared_again = true;
             break;
