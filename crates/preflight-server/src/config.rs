@@ -78,6 +78,17 @@ pub struct ServeArgs {
     #[arg(long, env = "HF_ENDPOINT", default_value = preflight_source::hub::config::DEFAULT_ENDPOINT)]
     pub hub_endpoint: String,
 
+    /// Hosts the Hub may redirect reads to besides its own (its CDNs): names, or `.domain` for
+    /// a domain and its subdomains. A redirect anywhere else is refused (SPEC §7: the server
+    /// reads nothing outside its Hub).
+    #[arg(
+        long,
+        env = "PREFLIGHT_HUB_REDIRECT_HOSTS",
+        value_delimiter = ',',
+        default_value = ".hf.co,.huggingface.co"
+    )]
+    pub hub_redirect_hosts: Vec<String>,
+
     /// Retries of a failed Hub request (5xx, 429, timeouts), with exponential backoff.
     #[arg(long, env = "PREFLIGHT_UPSTREAM_RETRIES", default_value_t = 3)]
     pub upstream_retries: usize,

@@ -60,6 +60,7 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     hub_config.endpoint = args.hub_endpoint.clone();
     hub_config.token = None;
     hub_config.max_retries = args.upstream_retries;
+    hub_config.redirect_hosts = Some(args.hub_redirect_hosts.clone());
     hub_config.max_concurrent = args.max_upstream_requests.max(1);
     hub_config.max_header_bytes = args.max_header_bytes;
     let metrics = Arc::new(metrics::Metrics::default());

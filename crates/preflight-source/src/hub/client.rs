@@ -270,6 +270,25 @@ impl HubClient {
         .await
     }
 
+    /// The Hub's own host, or one of the configured redirect hosts (`.suffix` matches a domain
+    /// and its subdomains), over http(s).
+    fn may_redirect_to(&self, url: &Url) -> bool {
+        let Some(host) = url.host_str() else { return false };
+        if !matches!(url.scheme(), "http" | "https") {
+            return false;
+        }
+        let Some(allowed_hosts) = &self.config.redirect_hosts else {
+            return true;
+        };
+        if Some(host) == self.endpoint.host_str() {
+            return true;
+        }
+        allowed_hosts.iter().any(|allowed| match allowed.strip_prefix('.') {
+            Some(domain) => host == domain || host.ends_with(allowed.as_str()),
+            None => host == allowed,
+        })
+    }
+
     /// One logical request: redirects followed by hand, the token kept on the Hub's origin.
     async fn send_once_following(
         &self,
@@ -294,10 +313,20 @@ impl HubClient {
                     url: url.to_string(),
                     detail: "redirect without a Location".into(),
                 })?;
-            url = url.join(location).map_err(|e| HubError::Protocol {
+            let next = url.join(location).map_err(|e| HubError::Protocol {
                 url: url.to_string(),
                 detail: format!("bad redirect Location: {e}"),
             })?;
+            if !self.may_redirect_to(&next) {
+                return Err(HubError::Protocol {
+                    url: url.to_string(),
+                    detail: format!(
+                        "redirect to {} refused: not the Hub's host nor an allowed redirect host",
+                        next.host_str().unwrap_or("?")
+                    ),
+                });
+            }
+            url = next;
             if hop < MAX_REDIRECTS {
                 Counters::add(&counters.redirects, 1);
             }

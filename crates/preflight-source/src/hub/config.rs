@@ -26,7 +26,14 @@ pub struct HubConfig {
     pub retry_base: Duration,
     /// Header bytes one plan may read, all artifacts together.
     pub max_header_bytes: u64,
+    /// Hosts the Hub may redirect reads to, besides its own: a name, or `.suffix` for a
+    /// domain and its subdomains; anything else is refused, so a redirect can never make the
+    /// service read from an arbitrary address. `None` (the CLI's default): any http(s) host.
+    pub redirect_hosts: Option<Vec<String>>,
 }
+
+/// Where huggingface.co sends file reads: its CDNs and Xet storage bridge.
+pub const DEFAULT_REDIRECT_HOSTS: &[&str] = &[".hf.co", ".huggingface.co"];
 
 /// DeepSeek-V3's headers are 11.5 MB; twice the largest known checkpoint's, with room.
 pub const DEFAULT_MAX_HEADER_BYTES: u64 = 256 << 20;
@@ -44,6 +51,7 @@ impl Default for HubConfig {
             max_retries: 4,
             retry_base: Duration::from_millis(200),
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            redirect_hosts: None,
         }
     }
 }

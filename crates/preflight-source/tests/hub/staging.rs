@@ -212,3 +212,36 @@ async fn a_pull_request_revision_is_encoded_as_one_segment() {
         hub.requests()[0].path
     );
 }
+
+/// With an allow-list (the service's default), a redirect to any other host is refused
+/// before anything is read from it; naming the host lets it through.
+#[tokio::test]
+async fn redirects_go_only_to_allowed_hosts() {
+    let elsewhere: std::net::SocketAddr = "127.0.0.2:0".parse().expect("addr");
+    let hub = preflight_testhub::TestHub::builder()
+        .cdn_listen(elsewhere)
+        .start()
+        .await
+        .expect("hub");
+    let home = tempfile::tempdir().expect("tempdir");
+    let config = |hosts: Vec<String>| preflight_source::hub::HubConfig {
+        endpoint: hub.url().to_owned(),
+        hf_home: home.path().to_owned(),
+        redirect_hosts: Some(hosts),
+        ..Default::default()
+    };
+    let strict = preflight_source::hub::HubClient::new(config(vec![".hf.co".into()])).expect("client");
+    let err = plan_source(&strict, "hf://Qwen/Qwen3-0.6B")
+        .await
+        .map(|_| ())
+        .expect_err("refused");
+    assert!(err.to_string().contains("redirect to 127.0.0.2 refused"), "{err}");
+    assert!(
+        hub.requests().iter().all(|r| r.origin == Origin::Hub),
+        "nothing was read from the other host"
+    );
+    let allowed = preflight_source::hub::HubClient::new(config(vec!["127.0.0.2".into()])).expect("client");
+    plan_source(&allowed, "hf://Qwen/Qwen3-0.6B")
+        .await
+        .expect("allowed host");
+}
