@@ -103,18 +103,16 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
                 .map_err(|source| ServeError::LocalRoot { path, source })
         })
         .collect::<Result<_, _>>()?;
-    let pipeline = pipeline::Pipeline::new(
-        hub,
-        cache,
-        metrics.clone(),
-        args.profile,
+    let policy = pipeline::Policy {
+        profile: args.profile,
         local_roots,
-        args.plans_in_flight(),
-        Duration::from_secs(args.retry_after_secs.max(1)),
-        args.max_header_bytes,
-        Duration::from_secs(args.upstream_timeout_secs.max(1)),
-        args.debug_lookup_after_staging,
-    );
+        permits: args.plans_in_flight(),
+        retry_after: Duration::from_secs(args.retry_after_secs.max(1)),
+        max_header_bytes: args.max_header_bytes,
+        upstream_timeout: Duration::from_secs(args.upstream_timeout_secs.max(1)),
+        lookup_after_staging: args.debug_lookup_after_staging,
+    };
+    let pipeline = pipeline::Pipeline::new(hub, cache, metrics.clone(), policy);
     if args.debug_lookup_after_staging {
         tracing::warn!("cache lookup AFTER staging: the broken order, for testing the deploy gate only");
     }

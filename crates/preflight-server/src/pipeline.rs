@@ -96,37 +96,39 @@ impl Drop for Leader<'_> {
     }
 }
 
+/// What the operator decided: who may plan what, and the bounds.
+pub struct Policy {
+    pub profile: Profile,
+    /// Canonical directories local sources must sit under (`local` profile).
+    pub local_roots: Vec<PathBuf>,
+    /// Plans staging and planning at once.
+    pub permits: usize,
+    pub retry_after: Duration,
+    pub max_header_bytes: u64,
+    pub upstream_timeout: Duration,
+    /// Test only: the broken order the deploy gate must catch.
+    pub lookup_after_staging: bool,
+}
+
 enum Source {
     Hub(HubSpec),
     Local(PathBuf),
 }
 
 impl Pipeline {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        hub: HubClient,
-        cache: VerdictCache,
-        metrics: Arc<Metrics>,
-        profile: Profile,
-        local_roots: Vec<PathBuf>,
-        permits: usize,
-        retry_after: Duration,
-        max_header_bytes: u64,
-        upstream_timeout: Duration,
-        lookup_after_staging: bool,
-    ) -> Self {
+    pub fn new(hub: HubClient, cache: VerdictCache, metrics: Arc<Metrics>, policy: Policy) -> Self {
         Self {
             hub,
             cache,
             metrics,
-            profile,
-            local_roots,
-            permits: Arc::new(Semaphore::new(permits)),
-            permit_count: permits,
-            retry_after,
-            max_header_bytes,
-            upstream_timeout,
-            lookup_after_staging,
+            profile: policy.profile,
+            local_roots: policy.local_roots,
+            permits: Arc::new(Semaphore::new(policy.permits)),
+            permit_count: policy.permits,
+            retry_after: policy.retry_after,
+            max_header_bytes: policy.max_header_bytes,
+            upstream_timeout: policy.upstream_timeout,
+            lookup_after_staging: policy.lookup_after_staging,
             flights: Mutex::new(HashMap::new()),
         }
     }
