@@ -232,8 +232,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     let mut architecture = architecture;
     if let Some(arch) = architecture.as_mut() {
         let declared = arch.layers + arch.mtp_layers;
-        let contiguous = layers.iter().enumerate().all(|(i, l)| i as u64 == *l);
-        if !contiguous || layers.len() as u64 != declared {
+        if !Architecture::layers_complete(&layers, declared) {
             findings.mismatch(
                 Code::ConfigLayerCountMismatch,
                 "block_count",
@@ -248,17 +247,9 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             bits: None,
         });
     }
-    let mtp = by_component.get("mtp").copied().unwrap_or(0);
-    let active_per_token = architecture.as_ref().map(|arch| {
-        let experts = by_component.get("experts").copied().unwrap_or(0);
-        match &arch.moe {
-            Some(moe) if moe.experts > 0 => total
-                .saturating_sub(mtp)
-                .saturating_sub(experts)
-                .saturating_add(experts / moe.experts * moe.active.min(moe.experts)),
-            _ => total.saturating_sub(mtp),
-        }
-    });
+    let active_per_token = architecture
+        .as_ref()
+        .map(|arch| arch.active_per_token(total, &by_component));
     Planned {
         architecture,
         parameters: Parameters {
@@ -334,7 +325,11 @@ fn normalize(name: &str) -> (String, Option<u64>) {
 }
 
 fn uint(kv: &BTreeMap<String, Value>, key: &str) -> Option<u64> {
-    match kv.get(key)? {
+    as_u64(kv.get(key)?)
+}
+
+fn as_u64(value: &Value) -> Option<u64> {
+    match value {
         Value::UInt(n) => Some(*n),
         Value::Int(n) => u64::try_from(*n).ok(),
         _ => None,
@@ -345,10 +340,7 @@ fn uint(kv: &BTreeMap<String, Value>, key: &str) -> Option<u64> {
 fn per_layer(kv: &BTreeMap<String, Value>, key: &str, layers: u64) -> Option<Vec<u64>> {
     match kv.get(key)? {
         Value::Array(values) => {
-            let values: Option<Vec<u64>> = values
-                .iter()
-                .map(|v| uint(&BTreeMap::from([(String::new(), v.clone())]), ""))
-                .collect();
+            let values: Option<Vec<u64>> = values.iter().map(as_u64).collect();
             values.filter(|v| v.len() as u64 == layers)
         }
         _ => uint(kv, key).map(|n| vec![n; layers as usize]),

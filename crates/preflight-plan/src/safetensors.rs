@@ -506,8 +506,7 @@ impl Tally {
 
     fn check_layers(&self, arch: &Architecture, findings: &mut Findings) {
         let declared = arch.layers.saturating_add(arch.mtp_layers);
-        let contiguous = self.layers.iter().enumerate().all(|(i, l)| i as u64 == *l);
-        if !contiguous || self.layers.len() as u64 != declared {
+        if !Architecture::layers_complete(&self.layers, declared) {
             let main = self.layers.iter().filter(|l| **l < arch.layers).count();
             let extra: Vec<u64> = self
                 .layers
@@ -613,16 +612,7 @@ impl Tally {
                 format!("{mtp} parameters in multi-token-prediction layers; excluded from active_per_token"),
             );
         }
-        let active_per_token = arch.map(|arch| {
-            let experts = by_component.get("experts").copied().unwrap_or(0);
-            match &arch.moe {
-                Some(moe) if moe.experts > 0 => total
-                    .saturating_sub(mtp)
-                    .saturating_sub(experts)
-                    .saturating_add(experts / moe.experts * moe.active.min(moe.experts)),
-                _ => total.saturating_sub(mtp),
-            }
-        });
+        let active_per_token = arch.map(|arch| arch.active_per_token(total, &by_component));
         Parameters {
             total,
             by_dtype,

@@ -113,6 +113,29 @@ pub struct Architecture {
     pub dtype: Option<String>,
 }
 
+impl Architecture {
+    /// The `active_per_token` convention (README): every parameter that is not a routed
+    /// expert, plus `active / experts` of the routed experts; MTP layers excluded.
+    pub fn active_per_token(&self, total: u64, by_component: &BTreeMap<String, u64>) -> u64 {
+        let component = |name: &str| by_component.get(name).copied().unwrap_or(0);
+        let dense = total.saturating_sub(component("mtp"));
+        match &self.moe {
+            Some(moe) if moe.experts > 0 => {
+                let experts = component("experts");
+                dense
+                    .saturating_sub(experts)
+                    .saturating_add(experts / moe.experts * moe.active.min(moe.experts))
+            }
+            _ => dense,
+        }
+    }
+
+    /// Whether the layer indices present are exactly `0..declared`.
+    pub fn layers_complete(present: &std::collections::BTreeSet<u64>, declared: u64) -> bool {
+        present.len() as u64 == declared && present.iter().enumerate().all(|(i, l)| i as u64 == *l)
+    }
+}
+
 /// How one layer attends, which decides what its KV cache costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
