@@ -76,6 +76,10 @@ pub struct ArtifactFacts {
     pub source: SourceRef,
     /// `config.json` (absent for a lone file or a GGUF).
     pub config: Option<Config>,
+    /// `hf_quant_config.json`, where NVIDIA ModelOpt checkpoints declare their quantization
+    /// (and its exclude list) instead of config.json's `quantization_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quant_config: Option<Config>,
     pub content: Content,
     pub staging: StagingStats,
 }

@@ -19,6 +19,10 @@ pub enum Grade {
     Generation,
     /// Numerics that change values, not shapes or memory (eps, rope base, activation).
     Numerics,
+    /// Neither the reference config class for this `model_type` defines it nor its modeling
+    /// code reads it (checked in transformers' source; the grade table cites where): it
+    /// cannot change the model there, so it is an `info` finding, not a refusal.
+    Ignored,
 }
 
 /// More layers than any real model (the largest have ~100–200); the planner builds per-layer
@@ -88,14 +92,43 @@ pub const COMMON_KEYS: &[(&str, Grade)] = &[
 /// A family's view of one config object (the top level, or `text_config`).
 pub struct ConfigReader<'a> {
     map: &'a Map<String, Value>,
-    /// `""` or `"text_config."`, so findings name the key as the user sees it.
-    prefix: &'static str,
+    /// `""`, `"text_config."` or `"vision_config."`, so findings name the key as the user
+    /// sees it.
+    prefix: String,
     pub findings: &'a mut Findings,
 }
 
 impl<'a> ConfigReader<'a> {
-    pub fn new(map: &'a Map<String, Value>, prefix: &'static str, findings: &'a mut Findings) -> Self {
-        Self { map, prefix, findings }
+    pub fn new(map: &'a Map<String, Value>, prefix: impl Into<String>, findings: &'a mut Findings) -> Self {
+        Self {
+            map,
+            prefix: prefix.into(),
+            findings,
+        }
+    }
+
+    /// An optional float (JSON number); an ill-typed value is a finding and reads as absent.
+    pub fn opt_f64(&mut self, key: &str) -> Option<f64> {
+        let v = self.value(key)?;
+        match v.as_f64() {
+            Some(f) => Some(f),
+            None => {
+                self.invalid(key, "a number");
+                None
+            }
+        }
+    }
+
+    /// An optional object (a nested config such as `rope_scaling`).
+    pub fn opt_object(&mut self, key: &str) -> Option<&'a Map<String, Value>> {
+        let v = self.value(key)?;
+        match v.as_object() {
+            Some(o) => Some(o),
+            None => {
+                self.invalid(key, "an object");
+                None
+            }
+        }
     }
 
     fn subject(&self, key: &str) -> String {
@@ -240,19 +273,31 @@ impl<'a> ConfigReader<'a> {
         finding.observed = found;
     }
 
-    /// Grade every key: one `config.unknown_key` finding per key in neither table.
+    /// Grade every key: one `config.unknown_key` finding per key in neither table, one
+    /// `config.ignored_by_reference` per key graded [`Grade::Ignored`].
     pub fn grade_keys(&mut self, family_keys: &[(&str, Grade)], extra: &[&str]) {
         for key in self.map.keys() {
-            let known = COMMON_KEYS.iter().chain(family_keys).any(|(k, _)| k == key) || extra.contains(&key.as_str());
-            if !known {
-                let subject = self.subject(key);
-                let finding = self.findings.push(
+            let grade = COMMON_KEYS
+                .iter()
+                .chain(family_keys)
+                .find(|(k, _)| k == key)
+                .map(|(_, g)| *g)
+                .or_else(|| extra.contains(&key.as_str()).then_some(Grade::Consumed));
+            let subject = self.subject(key);
+            let finding = match grade {
+                Some(Grade::Ignored) => self.findings.push(
+                    Code::ConfigIgnoredByReference,
+                    subject,
+                    format!("`{key}` is neither defined nor read by the reference implementation of this model type; it cannot change the model"),
+                ),
+                Some(_) => continue,
+                None => self.findings.push(
                     Code::ConfigUnknownKey,
                     subject,
                     format!("`{key}` is not in the planner's key registry for this architecture; it may change what the model computes"),
-                );
-                finding.observed = self.map.get(key).cloned();
-            }
+                ),
+            };
+            finding.observed = self.map.get(key).cloned();
         }
     }
 }

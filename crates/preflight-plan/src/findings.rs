@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     /// The verdict cannot be trusted: `admissible` is false.
@@ -24,6 +24,11 @@ macro_rules! catalogue {
 
         impl Code {
             pub const ALL: &'static [Code] = &[$(Code::$variant),*];
+
+            /// The code for its stable string, for reading a stored verdict back.
+            pub fn from_code_str(code: &str) -> Option<Code> {
+                match code { $($code => Some(Code::$variant),)* _ => None }
+            }
 
             pub fn as_str(self) -> &'static str {
                 match self { $(Code::$variant => $code,)* }
@@ -60,6 +65,13 @@ catalogue! {
     ConfigShapeMismatch => ("config.shape_mismatch", Blocking),
     /// The layers present in the tensors are not the layers config.json declares.
     ConfigLayerCountMismatch => ("config.layer_count_mismatch", Blocking),
+    /// A config key that the reference implementation (transformers' config class for this
+    /// `model_type`, and its modeling code) neither defines nor reads: it cannot change what
+    /// the model computes there, so it is recorded, not blocking.
+    ConfigIgnoredByReference => ("config.ignored_by_reference", Info),
+    /// The config declares multi-token-prediction modules the checkpoint does not ship.
+    /// Engines serve such a checkpoint without speculative decoding.
+    MtpDeclaredAbsent => ("mtp.declared_absent", Warning),
     /// `model_type` names an architecture the planner does not know. It is refused, never
     /// approximated from a look-alike.
     ArchitectureUnknown => ("architecture.unknown", Blocking),
@@ -119,6 +131,10 @@ catalogue! {
     /// and MLP widths divisible by it, KV heads divisible by it or dividing it). Per-device
     /// figures are left out. Choose a degree that divides the heads.
     MemoryTensorParallelInvalid => ("memory.tensor_parallel_invalid", Blocking),
+    /// The weights alone, as stored, exceed what the named devices hold: whatever else is
+    /// known or unknown about the checkpoint, it does not fit. Reported even when the
+    /// architecture is refused, where the stored weights are a lower bound.
+    MemoryWeightsExceedDevices => ("memory.weights_exceed_devices", Blocking),
     /// The requested context is longer than the model's declared maximum; engines refuse it
     /// unless overridden. The figures are still computed at the requested context.
     MemoryContextExceedsModel => ("memory.context_exceeds_model", Warning),
@@ -127,12 +143,40 @@ catalogue! {
     MemoryDtypeInferred => ("memory.dtype_inferred", Info),
 }
 
+/// Codes travel as their stable strings; the enum is the only place either side lives.
+impl Serialize for Code {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Code {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let code = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        Code::from_code_str(&code)
+            .ok_or_else(|| serde::de::Error::custom(format_args!("unknown finding code `{code}`")))
+    }
+}
+
+/// A code equals its stable string, so callers (and tests) may match on the documented form.
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One thing the planner noticed about an artifact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// Stable within a verdict: `<artifact index>.<n>`.
     pub id: String,
-    pub code: String,
+    pub code: Code,
     pub severity: Severity,
     /// What the finding is about: a config key, a tensor (group), a file.
     pub subject: String,
@@ -143,22 +187,48 @@ pub struct Finding {
     pub detail: String,
 }
 
+/// Findings of one code kept one by one; past this they are counted into one summary
+/// finding, so a hostile header with a million bad tensors yields a verdict of kilobytes
+/// rather than hundreds of megabytes (and every code still shows).
+pub const KEPT_PER_CODE: usize = 20;
+
+/// Subjects a summary finding names beyond the kept ones.
+const NAMED_IN_SUMMARY: usize = 5;
+
 /// Collects findings for one artifact; ids are assigned when the artifact is finished.
 #[derive(Debug, Default)]
-pub struct Findings(Vec<Finding>);
+pub struct Findings {
+    kept: Vec<Finding>,
+    per_code: std::collections::HashMap<Code, usize>,
+    /// Findings past [`KEPT_PER_CODE`]: how many, and the first few subjects.
+    overflow: std::collections::BTreeMap<&'static str, (Code, u64, Vec<String>)>,
+    /// Where a dropped finding's details are written (and forgotten).
+    scratch: Option<Finding>,
+}
 
 impl Findings {
     pub fn push(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) -> &mut Finding {
-        self.0.push(Finding {
+        let finding = Finding {
             id: String::new(),
-            code: code.as_str().to_owned(),
+            code,
             severity: code.severity(),
             subject: subject.into(),
             declared: None,
             observed: None,
             detail: detail.into(),
-        });
-        self.0.last_mut().expect("just pushed")
+        };
+        let seen = self.per_code.entry(code).or_default();
+        *seen += 1;
+        if *seen <= KEPT_PER_CODE {
+            self.kept.push(finding);
+            return self.kept.last_mut().expect("just pushed");
+        }
+        let (_, count, subjects) = self.overflow.entry(code.as_str()).or_insert((code, 0, Vec::new()));
+        *count += 1;
+        if subjects.len() < NAMED_IN_SUMMARY {
+            subjects.push(finding.subject.clone());
+        }
+        self.scratch.insert(finding)
     }
 
     /// A config/tensor disagreement with both sides recorded.
@@ -176,15 +246,30 @@ impl Findings {
     }
 
     pub fn has(&self, code: Code) -> bool {
-        self.0.iter().any(|f| f.code == code.as_str())
+        self.per_code.contains_key(&code)
     }
 
-    /// Blocking first, then warnings, then info; ids in that order.
+    /// Blocking first, then warnings, then info; ids in that order. Each code past
+    /// [`KEPT_PER_CODE`] ends with one finding counting the rest.
     pub fn finish(mut self, artifact: usize) -> Vec<Finding> {
-        self.0.sort_by_key(|f| f.severity);
-        for (n, f) in self.0.iter_mut().enumerate() {
+        for (_, (code, count, subjects)) in std::mem::take(&mut self.overflow) {
+            self.kept.push(Finding {
+                id: String::new(),
+                code,
+                severity: code.severity(),
+                subject: format!("{count} more"),
+                declared: None,
+                observed: Some(count.into()),
+                detail: format!(
+                    "{count} more findings with this code are counted, not listed; the next are: {}",
+                    subjects.join(", ")
+                ),
+            });
+        }
+        self.kept.sort_by_key(|f| f.severity);
+        for (n, f) in self.kept.iter_mut().enumerate() {
             f.id = format!("{artifact}.{n}");
         }
-        self.0
+        self.kept
     }
 }

@@ -9,9 +9,11 @@ pub mod families;
 pub mod findings;
 mod gguf;
 mod memory;
+pub mod model;
 pub mod options;
 pub mod quant;
 mod safetensors;
+mod tensors;
 pub mod verdict;
 
 use preflight_formats::facts::{ArtifactFacts, Content};
@@ -69,7 +71,7 @@ fn plan_artifact(
     memory_options: Option<&PlanOptions>,
 ) -> (ArtifactVerdict, Option<memory::Sizing>) {
     let mut findings = findings::Findings::default();
-    let (format, architecture, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
+    let (format, model, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
         Content::Safetensors {
             files,
             index,
@@ -78,7 +80,7 @@ fn plan_artifact(
             let p = safetensors::plan(facts, files, index.as_ref(), missing_files, &mut findings);
             (
                 Format::Safetensors,
-                p.architecture,
+                p.model,
                 p.parameters,
                 p.weights_bytes,
                 p.tensor_elements_by_dtype,
@@ -89,7 +91,7 @@ fn plan_artifact(
             let p = gguf::plan(parts, missing_parts, &mut findings);
             (
                 Format::Gguf,
-                p.architecture,
+                p.model,
                 p.parameters,
                 p.weights_bytes,
                 p.tensor_elements_by_dtype,
@@ -99,10 +101,11 @@ fn plan_artifact(
     };
     let sizing = memory_options.and_then(|options| {
         let inputs = memory::Inputs {
-            architecture: architecture.as_ref(),
+            model: model.as_ref(),
             format,
             parameters: &parameters,
             layout: &layout,
+            weights_bytes,
         };
         memory::prepare(&inputs, options, &mut findings)
     });
@@ -110,7 +113,7 @@ fn plan_artifact(
         name: artifact_name(facts),
         source: facts.source.clone(),
         format,
-        architecture,
+        architecture: model.as_ref().map(model::Model::architecture),
         parameters,
         weights_bytes,
         tensor_elements_by_dtype,

@@ -6,11 +6,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::families::{Component, Placement};
+use crate::families::Placement;
 use crate::findings::{Code, Findings};
+use crate::model::{Mixer, Model, Span, StateDtype};
 use crate::options::{KvDtype, PlanOptions, WeightsDtype};
 use crate::verdict::{
-    Architecture, ArtifactMemory, Attention, DeviceMemory, Format, KvCacheGroup, Memory, Parameters, RankMemory,
+    ArtifactMemory, CacheKind, Component, DeviceMemory, Format, KvCacheGroup, Memory, Parameters, RankMemory,
 };
 
 /// llama.cpp's default `n_ubatch`: the tokens one forward pass holds activations for.
@@ -56,10 +57,12 @@ impl WeightsLayout {
 
 /// What sizing one artifact needs beyond its architecture.
 pub struct Inputs<'a> {
-    pub architecture: Option<&'a Architecture>,
+    pub model: Option<&'a Model>,
     pub format: Format,
     pub parameters: &'a Parameters,
     pub layout: &'a WeightsLayout,
+    /// The weights as stored: all that is certain when the architecture is refused.
+    pub weights_bytes: u64,
 }
 
 /// One artifact, prepared so its figures can be taken at any context.
@@ -77,23 +80,51 @@ pub struct Sizing {
     tensor_parallel: u64,
     /// `None` when the model cannot be split at this tensor-parallel degree.
     rank_weights: Option<u64>,
+    /// The architecture was refused: only the stored weights are known, as a lower bound.
+    lower_bound: bool,
 }
 
 /// Layers that cache alike.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct LayerCache {
-    kind: &'static str,
+    kind: CacheKind,
     /// Tokens a sequence keeps at most; `None` grows with the context.
-    window: Option<u64>,
+    cap: Option<u64>,
     layers: u64,
+    /// Per-token kinds: bytes one token adds, whole and on one rank.
     per_token: u64,
     per_token_rank: u64,
+    /// Per-sequence kinds: bytes one sequence holds, whole and on one rank.
+    per_sequence: u64,
+    per_sequence_rank: u64,
 }
 
 impl LayerCache {
     fn alike(&self, other: &LayerCache) -> bool {
-        (self.kind, self.window, self.per_token, self.per_token_rank)
-            == (other.kind, other.window, other.per_token, other.per_token_rank)
+        LayerCache {
+            layers: 0,
+            ..self.clone()
+        } == LayerCache {
+            layers: 0,
+            ..other.clone()
+        }
+    }
+
+    fn tokens(&self, context: u64) -> u64 {
+        self.cap.map_or(context, |cap| cap.min(context))
+    }
+
+    /// Bytes of these layers for `sequences` sequences of `context` tokens.
+    fn bytes(&self, context: u64, sequences: u64, rank: bool) -> u64 {
+        let (per_token, per_sequence) = match rank {
+            true => (self.per_token_rank, self.per_sequence_rank),
+            false => (self.per_token, self.per_sequence),
+        };
+        per_token
+            .saturating_mul(self.tokens(context))
+            .saturating_add(per_sequence)
+            .saturating_mul(self.layers)
+            .saturating_mul(sequences)
     }
 }
 
@@ -103,16 +134,18 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
         findings.push(Code::MemoryUnavailable, subject, why);
         None
     };
-    let Some(arch) = inputs.architecture else {
-        return unavailable(
-            findings,
+    let tp = options.tensor_parallel_degree().max(1);
+    let Some(model) = inputs.model else {
+        findings.push(
+            Code::MemoryUnavailable,
             "architecture",
-            "the architecture is not known (see the other findings), so neither is its memory".into(),
+            "the architecture is not known (see the other findings), so neither is its memory beyond the weights as stored, a lower bound",
         );
+        return Some(lower_bound(inputs.weights_bytes, tp, options, findings));
     };
     let kv_dtype = match options.kv_dtype {
         Some(dtype) => dtype,
-        None => match model_kv_dtype(arch, inputs.format, inputs.parameters, findings) {
+        None => match model_kv_dtype(model, inputs.format, inputs.parameters, findings) {
             Some(dtype) => dtype,
             None => {
                 return unavailable(
@@ -124,18 +157,18 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
             }
         },
     };
-    let tp = options.tensor_parallel_degree().max(1);
-    let mut attention = arch.attention.clone();
-    if options.include_mtp
-        && let Some(last) = arch.attention.last()
-    {
-        // An MTP layer is one more decoder layer of the main stack's kind.
-        attention.extend((0..arch.mtp_layers).map(|_| *last));
+    let mut layers = model.layers.clone();
+    if options.include_mtp {
+        // An MTP layer is one more decoder layer, of its own kind where the family says.
+        if let Some(mixer) = model.mtp_mixer.or(model.layers.last().copied()) {
+            layers.extend((0..model.mtp_layers).map(|_| mixer));
+        }
     }
     let mut caches: Vec<LayerCache> = Vec::new();
-    for (layer, kind) in attention.iter().enumerate() {
-        let cache = match layer_cache(arch, layer, *kind, kv_dtype, tp) {
-            Ok(cache) => cache,
+    for (layer, mixer) in layers.iter().enumerate() {
+        let cache = match layer_cache(*mixer, kv_dtype, tp) {
+            Ok(Some(cache)) => cache,
+            Ok(None) => continue,
             Err(why) => return unavailable(findings, &format!("layer {layer}"), why),
         };
         match caches.iter_mut().find(|c| c.alike(&cache)) {
@@ -143,140 +176,252 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
             None => caches.push(cache),
         }
     }
-    let kv_projection_excess = tensor_parallel_split(arch, &attention, tp);
+    let kv_projection_excess = tensor_parallel_split(model, &layers, tp);
     if kv_projection_excess.is_none() {
         findings.push(
             Code::MemoryTensorParallelInvalid,
             "tensor_parallel",
             format!(
                 "{tp}-way tensor parallelism cannot split this model: it needs {} heads, every layer's KV heads and the MLP widths divisible by {tp} (or KV heads dividing {tp})",
-                arch.heads
+                model.heads
             ),
         );
     }
-    let context = options.context.unwrap_or(arch.context);
-    if context > arch.context {
+    let context = options.context.unwrap_or(model.context);
+    if context > model.context {
         let finding = findings.push(
             Code::MemoryContextExceedsModel,
             "context",
             format!(
                 "{context} tokens is past the {} the model declares; engines refuse it unless overridden",
-                arch.context
+                model.context
             ),
         );
-        finding.declared = Some(arch.context.into());
+        finding.declared = Some(model.context.into());
         finding.observed = Some(context.into());
     }
     let weights = weights_bytes(inputs.layout, options, 1, 0);
     let rank_weights = kv_projection_excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess));
     Some(Sizing {
         context,
-        max_context: arch.context,
+        max_context: model.context,
         sequences: options.sequences.unwrap_or(1),
         kv_dtype,
         weights_dtype: options.weights_dtype,
         weights,
         caches,
-        activation_width: arch.vocab_size.saturating_add(arch.hidden_size.saturating_mul(2)).max(
-            arch.hidden_size
+        activation_width: model.vocab.saturating_add(model.hidden.saturating_mul(2)).max(
+            model
+                .hidden
                 .saturating_mul(2)
-                .saturating_add(ffn_width(arch).saturating_mul(3)),
+                .saturating_add(ffn_width(model).saturating_mul(3)),
         ),
-        vocab: arch.vocab_size,
+        vocab: model.vocab,
         tensor_parallel: tp,
         rank_weights,
+        lower_bound: false,
     })
 }
 
-/// KV heads of one layer: its own where the checkpoint declares them per layer.
-fn kv_heads(arch: &Architecture, layer: usize) -> u64 {
-    arch.kv_heads_per_layer
-        .as_ref()
-        .and_then(|per| per.get(layer).copied())
-        .unwrap_or(arch.kv_heads)
+/// A refused architecture: the stored weights, split as evenly as any engine could, are
+/// the least each rank holds. When that alone exceeds a device, it does not fit whatever
+/// else is true (a blocking finding); otherwise nothing is said to fit.
+fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, findings: &mut Findings) -> Sizing {
+    let rank = weights.div_ceil(tp);
+    if let Some(devices) = &options.devices {
+        let utilization = options.utilization();
+        if let Some(smallest) = devices.groups().iter().map(|g| utilization.of(g.capacity_bytes)).min()
+            && rank > smallest
+        {
+            let finding = findings.push(
+                Code::MemoryWeightsExceedDevices,
+                "weights",
+                format!(
+                    "the weights as stored, split over {tp} rank(s), are {rank} bytes a rank, more than the {smallest} usable bytes of the smallest device"
+                ),
+            );
+            finding.declared = Some(smallest.into());
+            finding.observed = Some(rank.into());
+        }
+    }
+    Sizing {
+        context: options.context.unwrap_or(0),
+        max_context: 0,
+        sequences: options.sequences.unwrap_or(1),
+        kv_dtype: options.kv_dtype.unwrap_or(KvDtype::Bf16),
+        weights_dtype: None,
+        weights,
+        caches: Vec::new(),
+        activation_width: 0,
+        vocab: 0,
+        tensor_parallel: tp,
+        rank_weights: Some(rank),
+        lower_bound: true,
+    }
 }
 
-/// What one layer caches per token, whole and on one of `tp` ranks; `Err` says why the
-/// planner has no cache model for it.
-fn layer_cache(
-    arch: &Architecture,
-    layer: usize,
-    kind: Attention,
-    dtype: KvDtype,
-    tp: u64,
-) -> Result<LayerCache, String> {
-    let (key, value) = (arch.head_dim, arch.v_head_dim.unwrap_or(arch.head_dim));
-    match kind {
-        Attention::Full | Attention::Sliding { .. } => {
-            let heads = kv_heads(arch, layer);
-            if heads == 0 || key == 0 || value == 0 {
-                return Err(format!(
-                    "layer {layer} has no KV heads or a zero head width: a kind of layer the planner has no cache model for"
-                ));
+/// Bytes of one recurrent-state element: the config's pinned dtype, else the KV dtype's.
+fn state_element_bytes(dtype: StateDtype, kv: KvDtype) -> u64 {
+    match dtype {
+        StateDtype::F32 => 4,
+        StateDtype::Bf16 | StateDtype::F16 => 2,
+        StateDtype::Model => kv.row_bytes(1).max(1),
+    }
+}
+
+/// What one layer caches, whole and on one of `tp` ranks; `Ok(None)` for a layer that
+/// caches nothing; `Err` says why the planner has no cache model for it.
+fn layer_cache(mixer: Mixer, dtype: KvDtype, tp: u64) -> Result<Option<LayerCache>, String> {
+    let per_token = |per_token: u64, per_token_rank: u64, kind: CacheKind, cap: Option<u64>| LayerCache {
+        kind,
+        cap,
+        layers: 1,
+        per_token,
+        per_token_rank,
+        per_sequence: 0,
+        per_sequence_rank: 0,
+    };
+    match mixer {
+        Mixer::Attention {
+            kv_heads,
+            head_dim,
+            v_head_dim,
+            span,
+            ..
+        } => {
+            if kv_heads == 0 || head_dim == 0 || v_head_dim == 0 {
+                return Err(
+                    "a layer with no KV heads or a zero head width: a kind of layer the planner has no cache model for"
+                        .into(),
+                );
             }
-            let window = match kind {
-                Attention::Sliding { window: 0 } => return Err("a sliding window of 0 tokens is not a window".into()),
-                Attention::Sliding { window } => Some(window),
-                _ => None,
+            let (kind, cap) = match span {
+                Span::Full => (CacheKind::Full, None),
+                Span::Sliding(0) | Span::Chunked(0) => return Err("a window of 0 tokens is not a window".into()),
+                Span::Sliding(w) => (CacheKind::Sliding, Some(w)),
+                Span::Chunked(c) => (CacheKind::Chunked, Some(c)),
             };
-            let per_token = |heads: u64| {
+            let bytes = |heads: u64| {
                 dtype
-                    .row_bytes(heads.saturating_mul(key))
-                    .saturating_add(dtype.row_bytes(heads.saturating_mul(value)))
+                    .row_bytes(heads.saturating_mul(head_dim))
+                    .saturating_add(dtype.row_bytes(heads.saturating_mul(v_head_dim)))
             };
-            Ok(LayerCache {
-                kind: if window.is_some() { "sliding" } else { "full" },
-                window,
-                layers: 1,
-                per_token: per_token(heads),
-                // vLLM `get_num_kv_heads`: max(1, kv / tp) — a whole head when kv < tp.
-                per_token_rank: per_token((heads / tp).max(1)),
-            })
+            // vLLM `get_num_kv_heads`: max(1, kv / tp) — a whole head when kv < tp.
+            Ok(Some(per_token(
+                bytes(kv_heads),
+                bytes((kv_heads / tp).max(1)),
+                kind,
+                cap,
+            )))
         }
-        Attention::Mla { kv_lora_rank: 0, .. } => {
+        Mixer::Mla { kv_lora_rank: 0, .. } => {
             Err("an MLA layer with kv_lora_rank 0 caches nothing the planner can size".into())
         }
-        Attention::Mla {
+        Mixer::Mla {
             kv_lora_rank,
-            qk_rope_head_dim,
+            rope_dim,
+            indexer_head_dim,
         } => {
             // One latent per token, no separate V; every rank holds all of it.
-            let per_token = dtype.row_bytes(kv_lora_rank.saturating_add(qk_rope_head_dim));
-            Ok(LayerCache {
-                kind: "mla",
-                window: None,
-                layers: 1,
-                per_token,
-                per_token_rank: per_token,
-            })
+            let latent = dtype.row_bytes(kv_lora_rank.saturating_add(rope_dim));
+            let (kind, bytes) = match indexer_head_dim {
+                None => (CacheKind::Mla, latent),
+                Some(dim) => (CacheKind::MlaIndexer, latent.saturating_add(indexer_key_bytes(dim))),
+            };
+            Ok(Some(per_token(bytes, bytes, kind, None)))
         }
+        Mixer::LinearAttention {
+            conv_dim,
+            conv_kernel,
+            heads,
+            key_dim,
+            value_dim,
+            state_dtype,
+        } => {
+            // vLLM `MambaStateShapeCalculator.gated_delta_net_state_shape`: conv state
+            // (kernel − 1) × conv_dim in the model dtype, temporal state heads × k × v in
+            // the SSM state dtype; both split over tensor-parallel ranks.
+            let conv = conv_kernel.saturating_sub(1).saturating_mul(conv_dim);
+            let state = heads.saturating_mul(key_dim).saturating_mul(value_dim);
+            Ok(Some(state_cache(
+                CacheKind::LinearAttention,
+                conv,
+                state,
+                state_dtype,
+                dtype,
+                tp,
+            )))
+        }
+        Mixer::Mamba {
+            conv_dim,
+            conv_kernel,
+            heads,
+            head_dim,
+            state_size,
+            state_dtype,
+        } => {
+            // vLLM `MambaStateShapeCalculator.mamba2_state_shape`: conv state
+            // (kernel − 1) × conv_dim, SSM state heads × head_dim × state_size.
+            let conv = conv_kernel.saturating_sub(1).saturating_mul(conv_dim);
+            let state = heads.saturating_mul(head_dim).saturating_mul(state_size);
+            Ok(Some(state_cache(CacheKind::Mamba, conv, state, state_dtype, dtype, tp)))
+        }
+        Mixer::None => Ok(None),
+    }
+}
+
+/// vLLM's DeepSeek-V3.2 indexer key cache: the key in FP8 (one byte an element) plus one
+/// F32 scale per 128-element quantization block (`DeepseekV32IndexerCache`:
+/// `head_dim = index_head_dim + index_head_dim // quant_block_size * 4`, dtype uint8).
+fn indexer_key_bytes(index_head_dim: u64) -> u64 {
+    const QUANT_BLOCK: u64 = 128;
+    index_head_dim.saturating_add(index_head_dim / QUANT_BLOCK * 4)
+}
+
+/// A per-sequence state: conv elements in the model (KV) dtype, recurrent elements in the
+/// state dtype; each rank holds `1/tp` of both.
+fn state_cache(kind: CacheKind, conv: u64, state: u64, state_dtype: StateDtype, kv: KvDtype, tp: u64) -> LayerCache {
+    let conv_bytes = |elements: u64| elements.saturating_mul(kv.row_bytes(1).max(1));
+    let state_bytes = |elements: u64| elements.saturating_mul(state_element_bytes(state_dtype, kv));
+    LayerCache {
+        kind,
+        cap: None,
+        layers: 1,
+        per_token: 0,
+        per_token_rank: 0,
+        per_sequence: conv_bytes(conv).saturating_add(state_bytes(state)),
+        per_sequence_rank: conv_bytes(conv / tp).saturating_add(state_bytes(state / tp)),
     }
 }
 
 /// Whether `tp` ranks can split the model as vLLM requires (heads, each layer's KV heads,
 /// the MLP widths), and if so the K/V projection parameters each rank holds beyond its
 /// share: with fewer KV heads than ranks, every rank keeps one whole head's K and V rows.
-fn tensor_parallel_split(arch: &Architecture, attention: &[Attention], tp: u64) -> Option<u64> {
+fn tensor_parallel_split(model: &Model, layers: &[Mixer], tp: u64) -> Option<u64> {
     let widths = [
-        arch.intermediate_size,
-        arch.moe.as_ref().and_then(|m| m.expert_intermediate_size),
+        model.intermediate,
+        model.moe.as_ref().and_then(|m| m.expert_intermediate_size),
     ];
-    if !arch.heads.is_multiple_of(tp) || !widths.iter().flatten().all(|w| w.is_multiple_of(tp)) {
+    if !model.heads.is_multiple_of(tp) || !widths.iter().flatten().all(|w| w.is_multiple_of(tp)) {
         return None;
     }
-    let value = arch.v_head_dim.unwrap_or(arch.head_dim);
     let mut excess = 0u64;
-    for (layer, kind) in attention.iter().enumerate() {
-        if matches!(kind, Attention::Mla { .. }) {
+    for mixer in layers {
+        let Mixer::Attention {
+            kv_heads,
+            head_dim,
+            v_head_dim,
+            ..
+        } = *mixer
+        else {
             continue;
-        }
-        let heads = kv_heads(arch, layer);
-        if !(heads.is_multiple_of(tp) || tp.is_multiple_of(heads)) {
+        };
+        if !(kv_heads.is_multiple_of(tp) || tp.is_multiple_of(kv_heads)) {
             return None;
         }
-        if heads < tp {
-            let rows = arch.head_dim.saturating_add(value).saturating_mul(arch.hidden_size);
-            excess = excess.saturating_add(rows.saturating_mul(tp - heads) / tp);
+        if kv_heads < tp {
+            let rows = head_dim.saturating_add(v_head_dim).saturating_mul(model.hidden);
+            excess = excess.saturating_add(rows.saturating_mul(tp - kv_heads) / tp);
         }
     }
     Some(excess)
@@ -285,12 +430,7 @@ fn tensor_parallel_split(arch: &Architecture, attention: &[Attention], tp: u64) 
 /// The KV dtype when none is asked for: GGUF caches in f16 (llama.cpp's default `type_k`
 /// and `type_v`); safetensors in the model's dtype (vLLM's `kv_cache_dtype=auto`), from the
 /// config, else the float dtype most parameters are stored in.
-fn model_kv_dtype(
-    arch: &Architecture,
-    format: Format,
-    parameters: &Parameters,
-    findings: &mut Findings,
-) -> Option<KvDtype> {
+fn model_kv_dtype(arch: &Model, format: Format, parameters: &Parameters, findings: &mut Findings) -> Option<KvDtype> {
     if format == Format::Gguf {
         return Some(KvDtype::F16);
     }
@@ -314,8 +454,8 @@ fn model_kv_dtype(
 }
 
 /// The widest per-token MLP: the dense width, or the routed-plus-shared experts' widths.
-fn ffn_width(arch: &Architecture) -> u64 {
-    let dense = arch.intermediate_size.unwrap_or(0);
+fn ffn_width(arch: &Model) -> u64 {
+    let dense = arch.intermediate.unwrap_or(0);
     let experts = arch.moe.as_ref().map_or(0, |m| {
         m.expert_intermediate_size
             .unwrap_or(0)
@@ -363,14 +503,7 @@ fn part_bytes(component: Component, share: Share, what_if: Option<WeightsDtype>)
 impl Sizing {
     fn kv(&self, context: u64, rank: bool) -> u64 {
         self.caches.iter().fold(0u64, |acc, c| {
-            let per_token = if rank { c.per_token_rank } else { c.per_token };
-            let tokens = c.window.map_or(context, |w| w.min(context));
-            acc.saturating_add(
-                c.layers
-                    .saturating_mul(per_token)
-                    .saturating_mul(tokens)
-                    .saturating_mul(self.sequences),
-            )
+            acc.saturating_add(c.bytes(context, self.sequences, rank))
         })
     }
 
@@ -409,23 +542,23 @@ impl Sizing {
             .caches
             .iter()
             .map(|c| {
-                let tokens = c.window.map_or(context, |w| w.min(context));
+                let state = c.kind.is_state();
                 KvCacheGroup {
-                    kind: c.kind.to_owned(),
-                    window: c.window,
+                    kind: c.kind,
+                    window: c.cap,
                     layers: c.layers,
-                    bytes_per_token_per_layer: c.per_token,
-                    tokens_per_sequence: tokens,
-                    bytes: c
-                        .layers
-                        .saturating_mul(c.per_token)
-                        .saturating_mul(tokens)
-                        .saturating_mul(self.sequences),
+                    bytes_per_token_per_layer: (!state).then_some(c.per_token),
+                    bytes_per_sequence_per_layer: state.then_some(c.per_sequence),
+                    tokens_per_sequence: (!state).then(|| c.tokens(context)),
+                    bytes: c.bytes(context, self.sequences, false),
                 }
             })
             .collect();
         let kv_cache_bytes = self.kv(context, false);
         let activation_bytes = self.activation(context);
+        let state_bytes_per_sequence = self.caches.iter().fold(0u64, |acc, c| {
+            acc.saturating_add(c.per_sequence.saturating_mul(c.layers))
+        });
         ArtifactMemory {
             context,
             sequences: self.sequences,
@@ -435,15 +568,18 @@ impl Sizing {
             kv_cache_bytes_per_token: self
                 .caches
                 .iter()
-                .filter(|c| c.window.is_none())
+                .filter(|c| c.cap.is_none())
                 .fold(0u64, |acc, c| acc.saturating_add(c.layers.saturating_mul(c.per_token))),
             kv_cache_bytes,
+            state_bytes_per_sequence,
+            state_bytes: state_bytes_per_sequence.saturating_mul(self.sequences),
             activation_bytes,
             total_bytes: self
                 .weights
                 .saturating_add(kv_cache_bytes)
                 .saturating_add(activation_bytes),
             kv_cache,
+            lower_bound: self.lower_bound,
             per_rank: self.rank(context),
         }
     }
@@ -452,6 +588,7 @@ impl Sizing {
 /// The system's memory: every artifact on the same devices at the same tensor-parallel
 /// degree, each device holding one rank of every artifact.
 pub fn system(sizings: &[Sizing], options: &PlanOptions) -> Memory {
+    let refused = sizings.iter().any(|s| s.lower_bound);
     let reports: Vec<ArtifactMemory> = sizings.iter().map(Sizing::report).collect();
     let sum = |f: fn(&ArtifactMemory) -> u64| reports.iter().fold(0u64, |acc, r| acc.saturating_add(f(r)));
     let utilization = options.utilization();
@@ -486,16 +623,25 @@ pub fn system(sizings: &[Sizing], options: &PlanOptions) -> Memory {
                 kv_cache_bytes: held.kv_cache_bytes,
                 activation_bytes: held.activation_bytes,
                 total_bytes: held.total_bytes,
-                fits: held.total_bytes <= usable_bytes,
+                fits: !refused && held.total_bytes <= usable_bytes,
             };
             per_device.extend((0..group.count).map(|_| device.clone()));
         }
         let smallest = per_device.iter().map(|d| d.usable_bytes).min().unwrap_or(0);
         let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
         let fits_at = |context: u64| per_rank_at(Some(context)).is_some_and(|r| r.total_bytes <= smallest);
-        max_context_that_fits = Some(largest_passing(longest, fits_at));
+        if !refused {
+            max_context_that_fits = Some(largest_passing(longest, fits_at));
+        }
     }
-    let fits = (!per_device.is_empty()).then(|| per_device.iter().all(|d| d.fits));
+    let all_fit = per_device.iter().all(|d| d.total_bytes <= d.usable_bytes);
+    // A refused artifact's figures are lower bounds: they can prove a plan does not fit,
+    // never that it does.
+    let fits = match (per_device.is_empty(), refused, all_fit) {
+        (true, _, _) => None,
+        (false, true, true) => None,
+        (false, _, all_fit) => Some(all_fit),
+    };
     Memory {
         sequences: options.sequences.unwrap_or(1),
         tensor_parallel: options.tensor_parallel_degree(),

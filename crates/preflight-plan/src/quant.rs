@@ -23,6 +23,7 @@ pub enum Role {
 const SCALE_SUFFIXES: &[(&str, Option<&str>)] = &[
     (".weight_scale_inv", Some(".weight")),
     ("_scales", Some("_blocks")),
+    (".weight_scale_2", None),
     (".weight_scale", None),
     (".input_scale", None),
     (".output_scale", None),
@@ -48,15 +49,38 @@ const SCALE_SUFFIXES: &[(&str, Option<&str>)] = &[
 #[derive(Debug, Clone)]
 pub struct Method {
     pub summary: Quantization,
-    /// bitsandbytes 4-bit stores `.weight` as U8 holding two values a byte.
-    bnb_4bit: bool,
+    /// Which `.weight` tensors stored as U8 hold two 4-bit values a byte (bitsandbytes NF4,
+    /// ModelOpt NVFP4), and the logical type they count under.
+    packed_weight: Option<&'static str>,
+    /// The logical type of `.weight_packed` / `.qweight` values (compressed-tensors, GPTQ).
+    packed_type: Option<&'static str>,
+}
+
+/// The quantization a checkpoint declares: config.json's `quantization_config` (top level or
+/// the language model's), else ModelOpt's `hf_quant_config.json`, read as the same shape.
+pub fn declared(
+    raw: &serde_json::Map<String, Value>,
+    text: &serde_json::Map<String, Value>,
+    quant_config: Option<&serde_json::Map<String, Value>>,
+) -> Option<Value> {
+    if let Some(q) = raw
+        .get("quantization_config")
+        .or_else(|| text.get("quantization_config"))
+    {
+        return Some(q.clone());
+    }
+    // `{"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", …}}`
+    let quantization = quant_config?.get("quantization")?.as_object()?;
+    let mut q = quantization.clone();
+    q.insert("quant_method".into(), "modelopt".into());
+    Some(Value::Object(q))
 }
 
 /// Read `quantization_config`. An unknown method is a blocking finding (`None`).
 pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
     let method = config.get("quant_method").and_then(Value::as_str).unwrap_or("");
     let u = |key: &str| config.get(key).and_then(Value::as_u64);
-    let (layout, bits, bnb_4bit) = match method {
+    let (layout, bits, packed_weight, packed_type) = match method {
         "fp8" => {
             let block = config.get("weight_block_size").and_then(Value::as_array).map(|b| {
                 b.iter()
@@ -68,14 +92,54 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
                 Some(block) => format!("F8_E4M3 weights, F32 weight_scale_inv per {block} block"),
                 None => "F8_E4M3 weights, per-tensor scales".to_owned(),
             };
-            (layout, Some(8), false)
+            (layout, Some(8), None, None)
         }
-        "fbgemm_fp8" => ("F8_E4M3 weights, per-row weight_scale".to_owned(), Some(8), false),
+        "fbgemm_fp8" => ("F8_E4M3 weights, per-row weight_scale".to_owned(), Some(8), None, None),
         "mxfp4" => (
             "MXFP4: 32 values a block in 16 U8 bytes (_blocks) + one U8 E8M0 scale a block (_scales)".to_owned(),
             Some(4),
-            false,
+            None,
+            None,
         ),
+        "modelopt" => {
+            let algo = config
+                .get("quant_algo")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_ascii_uppercase();
+            let kv = config
+                .get("kv_cache_quant_algo")
+                .and_then(Value::as_str)
+                .map_or_else(String::new, |kv| format!("; KV cache {kv}"));
+            match algo.as_str() {
+                "NVFP4" => {
+                    let group = u("group_size").unwrap_or(16);
+                    (
+                        format!(
+                            "ModelOpt NVFP4: two E2M1 values a U8 byte, F8_E4M3 weight_scale per {group}, F32 weight_scale_2 and input_scale per tensor{kv}"
+                        ),
+                        Some(4),
+                        Some("NVFP4"),
+                        None,
+                    )
+                }
+                "FP8" => (
+                    format!("ModelOpt FP8: F8_E4M3 weights, F32 weight_scale and input_scale per tensor{kv}"),
+                    Some(8),
+                    None,
+                    None,
+                ),
+                _ => {
+                    let finding = findings.push(
+                        Code::QuantizationUnknown,
+                        "hf_quant_config.json:quantization.quant_algo",
+                        "the planner does not know how this ModelOpt algorithm stores weights",
+                    );
+                    finding.observed = config.get("quant_algo").cloned();
+                    return None;
+                }
+            }
+        }
         "gptq" | "awq" => {
             let bits = u("bits").or_else(|| u("w_bit")).unwrap_or(4);
             let group = u("group_size").or_else(|| u("q_group_size"));
@@ -83,7 +147,8 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
             (
                 format!("INT{bits} packed in I32 qweight, qzeros and scales per group{group}"),
                 Some(bits),
-                false,
+                None,
+                Some(if bits == 8 { "INT8" } else { "INT4" }),
             )
         }
         "bitsandbytes" => {
@@ -97,24 +162,14 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
                 (
                     format!("{kind}: two values a U8 byte, absmax and quant_map per block"),
                     Some(4),
-                    true,
+                    Some("NF4"),
+                    None,
                 )
             } else {
-                ("LLM.int8: I8 weights with per-row SCB".to_owned(), Some(8), false)
+                ("LLM.int8: I8 weights with per-row SCB".to_owned(), Some(8), None, None)
             }
         }
-        "compressed-tensors" => {
-            let format = config.get("format").and_then(Value::as_str).unwrap_or("unspecified");
-            let bits = config
-                .get("config_groups")
-                .and_then(Value::as_object)
-                .and_then(|groups| {
-                    groups
-                        .values()
-                        .find_map(|g| g.pointer("/weights/num_bits").and_then(Value::as_u64))
-                });
-            (format!("compressed-tensors, format {format}"), bits, false)
-        }
+        "compressed-tensors" => compressed_tensors(config),
         _ => {
             let finding = findings.push(
                 Code::QuantizationUnknown,
@@ -131,8 +186,40 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
             layout,
             bits,
         },
-        bnb_4bit,
+        packed_weight,
+        packed_type,
     })
+}
+
+/// compressed-tensors: the `format` says how weights are stored — `float-quantized` (FP8,
+/// static or dynamic activations), `int-quantized` (W8A8 int8), `pack-quantized` (W4A16:
+/// int4 packed eight to an I32 `weight_packed`), `nvfp4-pack-quantized` (two FP4 a byte).
+fn compressed_tensors(config: &Value) -> (String, Option<u64>, Option<&'static str>, Option<&'static str>) {
+    let format = config.get("format").and_then(Value::as_str).unwrap_or("unspecified");
+    let group = config
+        .get("config_groups")
+        .and_then(Value::as_object)
+        .and_then(|groups| groups.values().next());
+    let weights = |key: &str| group.and_then(|g| g.pointer(&format!("/weights/{key}")));
+    let bits = weights("num_bits").and_then(Value::as_u64);
+    let kind = weights("type").and_then(Value::as_str).unwrap_or("");
+    let strategy = weights("strategy").and_then(Value::as_str).unwrap_or("");
+    let activations = match group.and_then(|g| g.get("input_activations")) {
+        Some(Value::Object(a)) => match a.get("dynamic").and_then(Value::as_bool) {
+            Some(true) => "dynamic activations",
+            _ => "static activations",
+        },
+        _ => "weight-only",
+    };
+    let layout = format!(
+        "compressed-tensors {format}: {kind}{} weights, {strategy} scales, {activations}",
+        bits.map_or_else(String::new, |b| b.to_string())
+    );
+    match format {
+        "nvfp4-pack-quantized" => (layout, Some(4), None, Some("NVFP4")),
+        "pack-quantized" => (layout, bits, None, Some(if bits == Some(8) { "INT8" } else { "INT4" })),
+        _ => (layout, bits, None, None),
+    }
 }
 
 impl Method {
@@ -163,11 +250,11 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
     for packed in [".qweight", ".weight_packed"] {
         if let Some(stem) = name.strip_suffix(packed) {
             let factor = method.map_or(1, |m| m.packed_factor(stored_bits));
-            let dtype = match factor {
+            let dtype = method.and_then(|m| m.packed_type).unwrap_or(match factor {
                 8 => "INT4",
                 4 => "INT8",
                 _ => "INT",
-            };
+            });
             return (
                 Cow::Owned(format!("{stem}.weight")),
                 Role::Param {
@@ -177,8 +264,7 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
             );
         }
     }
-    if let Some(m) = method
-        && m.bnb_4bit
+    if let Some(logical) = method.and_then(|m| m.packed_weight)
         && dtype == "U8"
         && name.ends_with(".weight")
     {
@@ -186,7 +272,7 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
             Cow::Borrowed(name),
             Role::Param {
                 factor: 2,
-                dtype: Some("NF4"),
+                dtype: Some(logical),
             },
         );
     }

@@ -68,10 +68,87 @@ pub struct Parameters {
     /// weights once, MTP layers included (see `by_component.mtp`).
     pub total: u64,
     pub by_dtype: BTreeMap<String, u64>,
-    pub by_component: BTreeMap<String, u64>,
+    pub by_component: BTreeMap<Component, u64>,
     /// For MoE: every non-routed parameter plus `experts × active / experts`; MTP excluded.
     /// For dense models: `total` less MTP.
     pub active_per_token: Option<u64>,
+}
+
+/// Where a tensor's parameters are counted (`parameters.by_component` keys).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Component {
+    Embedding,
+    Attention,
+    /// Linear-attention (gated DeltaNet) token mixers.
+    LinearAttention,
+    /// Mamba token mixers.
+    Mamba,
+    Mlp,
+    Experts,
+    SharedExperts,
+    Router,
+    Norm,
+    LmHead,
+    /// Multi-token-prediction layers; assigned by layer, never by a pattern.
+    Mtp,
+    /// A vision encoder (ViT) beside the language model.
+    Vision,
+    /// The projector from an encoder into the language model.
+    Projector,
+    /// An audio encoder beside the language model.
+    Audio,
+    /// Stored but not a parameter (transformers registers it as a buffer); never in
+    /// `by_component`.
+    Buffer,
+}
+
+impl Component {
+    /// Every rank holds these whole: vLLM replicates norms and MoE routers, and buffers are
+    /// per-module state.
+    pub fn is_replicated(self) -> bool {
+        matches!(self, Component::Norm | Component::Router | Component::Buffer)
+    }
+
+    /// Linear layers, which a quantized what-if (`weights_dtype` fp8, int4, …) quantizes;
+    /// embeddings, lm_head, norms, routers and encoders stay as stored, as vLLM leaves them.
+    pub fn is_linear(self) -> bool {
+        matches!(
+            self,
+            Component::Attention
+                | Component::LinearAttention
+                | Component::Mamba
+                | Component::Mlp
+                | Component::Experts
+                | Component::SharedExperts
+                | Component::Mtp
+        )
+    }
+
+    /// Encoders beside the language model.
+    pub fn is_encoder(self) -> bool {
+        matches!(self, Component::Vision | Component::Projector | Component::Audio)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Component::Embedding => "embedding",
+            Component::Attention => "attention",
+            Component::LinearAttention => "linear_attention",
+            Component::Mamba => "mamba",
+            Component::Mlp => "mlp",
+            Component::Experts => "experts",
+            Component::SharedExperts => "shared_experts",
+            Component::Router => "router",
+            Component::Norm => "norm",
+            Component::LmHead => "lm_head",
+            Component::Mtp => "mtp",
+            Component::Vision => "vision",
+            Component::Projector => "projector",
+            Component::Audio => "audio",
+            Component::Buffer => "buffer",
+        }
+    }
 }
 
 /// What the planner understood of the model, normalised across families.
@@ -89,10 +166,13 @@ pub struct Architecture {
     /// Value width per head, when it differs from `head_dim` (GGUF `attention.value_length`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub v_head_dim: Option<u64>,
-    /// KV heads of each layer, when they differ between layers (GGUF per-layer
-    /// `attention.head_count_kv`); a 0 is a layer without attention.
+    /// KV heads of each layer, when attention layers differ (GGUF per-layer
+    /// `attention.head_count_kv`, Gemma 4); a 0 is a layer without softmax attention.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_heads_per_layer: Option<Vec<u64>>,
+    /// Head width of each layer, when attention layers differ (Gemma 4's global layers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim_per_layer: Option<Vec<u64>>,
     /// Width of the dense MLP layers (`intermediate_size`), when the model has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intermediate_size: Option<u64>,
@@ -113,29 +193,6 @@ pub struct Architecture {
     pub dtype: Option<String>,
 }
 
-impl Architecture {
-    /// The `active_per_token` convention (README): every parameter that is not a routed
-    /// expert, plus `active / experts` of the routed experts; MTP layers excluded.
-    pub fn active_per_token(&self, total: u64, by_component: &BTreeMap<String, u64>) -> u64 {
-        let component = |name: &str| by_component.get(name).copied().unwrap_or(0);
-        let dense = total.saturating_sub(component("mtp"));
-        match &self.moe {
-            Some(moe) if moe.experts > 0 => {
-                let experts = component("experts");
-                dense
-                    .saturating_sub(experts)
-                    .saturating_add(experts / moe.experts * moe.active.min(moe.experts))
-            }
-            _ => dense,
-        }
-    }
-
-    /// Whether the layer indices present are exactly `0..declared`.
-    pub fn layers_complete(present: &std::collections::BTreeSet<u64>, declared: u64) -> bool {
-        present.len() as u64 == declared && present.iter().enumerate().all(|(i, l)| i as u64 == *l)
-    }
-}
-
 /// How one layer attends, which decides what its KV cache costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -144,8 +201,34 @@ pub enum Attention {
     Full,
     /// Only the last `window` tokens: the cache stops growing at the window.
     Sliding { window: u64 },
+    /// Only the current `chunk`-token block (Llama 4's chunked local attention): the cache
+    /// stops growing at the chunk.
+    Chunked { chunk: u64 },
     /// Multi-head latent attention: one compressed latent per token.
     Mla { kv_lora_rank: u64, qk_rope_head_dim: u64 },
+    /// MLA with a sparse-attention indexer (DeepSeek-V3.2): the latent plus the indexer's
+    /// key per token.
+    MlaIndexer {
+        kv_lora_rank: u64,
+        qk_rope_head_dim: u64,
+        index_head_dim: u64,
+    },
+    /// Linear attention (gated DeltaNet): a fixed state per sequence, `[heads, key, value]`.
+    LinearAttention {
+        heads: u64,
+        key_head_dim: u64,
+        value_head_dim: u64,
+        conv_kernel: u64,
+    },
+    /// A Mamba2 block: a fixed SSM state per sequence, `[heads, head_dim, state_size]`.
+    Mamba {
+        heads: u64,
+        head_dim: u64,
+        state_size: u64,
+        conv_kernel: u64,
+    },
+    /// No token mixer (an MLP-only block).
+    None,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -226,31 +309,78 @@ pub struct ArtifactMemory {
     pub weights_bytes: u64,
     /// What one more token adds to one long sequence, past every sliding window.
     pub kv_cache_bytes_per_token: u64,
-    /// For `context` tokens in each of `sequences` sequences.
+    /// For `context` tokens in each of `sequences` sequences (per-sequence state included).
     pub kv_cache_bytes: u64,
+    /// Recurrent state (linear attention, Mamba) one sequence holds, whatever its length.
+    pub state_bytes_per_sequence: u64,
+    /// That state for the requested sequences (part of `kv_cache_bytes`).
+    pub state_bytes: u64,
     pub activation_bytes: u64,
     pub total_bytes: u64,
     /// The KV cache by attention kind: the working behind `kv_cache_bytes`.
     pub kv_cache: Vec<KvCacheGroup>,
+    /// The architecture was refused: `weights_bytes` is the weights as stored, a lower bound;
+    /// nothing else is known, and nothing is said to fit.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lower_bound: bool,
     /// What each tensor-parallel rank holds; absent when the model cannot be split this way
     /// (see the `memory.tensor_parallel_invalid` finding).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<RankMemory>,
 }
 
-/// Layers that cache alike: same kind, window and bytes per token.
+/// What a group of layers caches, named as `architecture.attention[].kind` names layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheKind {
+    Full,
+    Sliding,
+    Chunked,
+    Mla,
+    MlaIndexer,
+    LinearAttention,
+    Mamba,
+}
+
+impl CacheKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheKind::Full => "full",
+            CacheKind::Sliding => "sliding",
+            CacheKind::Chunked => "chunked",
+            CacheKind::Mla => "mla",
+            CacheKind::MlaIndexer => "mla_indexer",
+            CacheKind::LinearAttention => "linear_attention",
+            CacheKind::Mamba => "mamba",
+        }
+    }
+
+    /// Per-sequence state (a fixed size whatever the context), not a per-token cache.
+    pub fn is_state(self) -> bool {
+        matches!(self, CacheKind::LinearAttention | CacheKind::Mamba)
+    }
+}
+
+/// Layers that cache alike: same kind, cap and bytes. Per-token kinds carry
+/// `bytes_per_token_per_layer`; per-sequence kinds (linear attention, Mamba) carry
+/// `bytes_per_sequence_per_layer`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KvCacheGroup {
-    /// `full`, `sliding` or `mla`.
-    pub kind: String,
+    pub kind: CacheKind,
+    /// The sliding window or attention chunk: tokens a sequence keeps at most.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<u64>,
     pub layers: u64,
     /// Bytes one token adds to one such layer.
-    pub bytes_per_token_per_layer: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_token_per_layer: Option<u64>,
+    /// Bytes one sequence holds in one such layer, whatever its length (conv + recurrent state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_per_sequence_per_layer: Option<u64>,
     /// Tokens each sequence keeps in such a layer: `context`, or the window when shorter.
-    pub tokens_per_sequence: u64,
-    /// `layers × bytes_per_token_per_layer × tokens_per_sequence × sequences`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_sequence: Option<u64>,
+    /// At the requested context and sequences.
     pub bytes: u64,
 }
 

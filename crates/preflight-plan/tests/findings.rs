@@ -117,6 +117,7 @@ fn facts(
         config: config.map(|c| Config {
             raw: c.as_object().expect("object").clone(),
         }),
+        quant_config: None,
         content: Content::Safetensors {
             files: shards
                 .into_iter()

@@ -176,6 +176,7 @@ fn facts(config: Option<Map<String, Value>>, tensors: Vec<TensorInfo>) -> Artifa
             ..SourceRef::default()
         },
         config: config.map(|raw| Config { raw }),
+        quant_config: None,
         content: Content::Safetensors {
             files: vec![SafetensorsFile {
                 name: "model.safetensors".into(),
@@ -217,7 +218,14 @@ proptest! {
         prop_assert_eq!(verdict.admissible, verdict.summary.blocking == 0);
         if let Some(m) = &verdict.memory {
             prop_assert!(options.validate().is_ok());
-            prop_assert_eq!(m.fits, (!m.per_device.is_empty()).then(|| m.per_device.iter().all(|d| d.fits)));
+            let refused = verdict.artifacts.iter().any(|a| a.memory.as_ref().is_some_and(|m| m.lower_bound));
+            if refused {
+                // Lower bounds can prove a plan does not fit, never that it does.
+                prop_assert_ne!(m.fits, Some(true));
+                prop_assert!(m.per_device.iter().all(|d| !d.fits));
+            } else {
+                prop_assert_eq!(m.fits, (!m.per_device.is_empty()).then(|| m.per_device.iter().all(|d| d.fits)));
+            }
         }
     }
 }

@@ -17,19 +17,22 @@ pub const MAX_GGUF_HEADER_BYTES: u64 = 256 << 20;
 const GGUF_FIRST_READ: u64 = 1 << 20;
 
 const CONFIG: &str = "config.json";
+/// NVIDIA ModelOpt's quantization record beside config.json.
+const QUANT_CONFIG: &str = "hf_quant_config.json";
 const INDEX: &str = "model.safetensors.index.json";
 
 /// Stage a local path.
 pub fn stage(path: &Path) -> Result<ArtifactFacts, SourceError> {
     let meta = std::fs::metadata(path).map_err(SourceError::io(path))?;
     let mut stats = StagingStats::default();
-    let (config, content) = if meta.is_dir() {
+    let (config, quant_config, content) = if meta.is_dir() {
         stage_dir(path, &mut stats)?
     } else {
         match extension(path) {
             Some("safetensors") => {
                 let file = read_safetensors(path, &mut stats)?;
                 (
+                    None,
                     None,
                     Content::Safetensors {
                         files: vec![file],
@@ -38,7 +41,7 @@ pub fn stage(path: &Path) -> Result<ArtifactFacts, SourceError> {
                     },
                 )
             }
-            Some("gguf") => (None, stage_gguf(path, &mut stats)?),
+            Some("gguf") => (None, None, stage_gguf(path, &mut stats)?),
             _ => {
                 return Err(not_a_checkpoint(
                     path,
@@ -54,6 +57,7 @@ pub fn stage(path: &Path) -> Result<ArtifactFacts, SourceError> {
             ..SourceRef::default()
         },
         config,
+        quant_config,
         content,
         staging: stats,
     })
@@ -75,22 +79,30 @@ fn file_name(path: &Path) -> String {
         .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<(Option<config::Config>, Content), SourceError> {
+/// A directory's config, quantization record and weights.
+type Staged = (Option<config::Config>, Option<config::Config>, Content);
+
+/// A small JSON file beside the weights, when present.
+fn optional_config(dir: &Path, name: &str, stats: &mut StagingStats) -> Result<Option<config::Config>, SourceError> {
+    let path = dir.join(name);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let bytes = read_small(&path, config::MAX_CONFIG_BYTES, stats)?;
+    config::parse(&bytes).map(Some).map_err(|source| SourceError::Config {
+        file: name.into(),
+        source,
+    })
+}
+
+fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<Staged, SourceError> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(SourceError::io(dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
-    let config_path = dir.join(CONFIG);
-    let config = if config_path.is_file() {
-        let bytes = read_small(&config_path, config::MAX_CONFIG_BYTES, stats)?;
-        Some(config::parse(&bytes).map_err(|source| SourceError::Config {
-            file: CONFIG.into(),
-            source,
-        })?)
-    } else {
-        None
-    };
+    let config = optional_config(dir, CONFIG, stats)?;
+    let quant_config = optional_config(dir, QUANT_CONFIG, stats)?;
     let index_path = dir.join(INDEX);
     if index_path.is_file() {
         let bytes = read_small(&index_path, index::MAX_INDEX_BYTES, stats)?;
@@ -110,6 +122,7 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<(Option<config::Con
         }
         return Ok((
             config,
+            quant_config,
             Content::Safetensors {
                 files,
                 index: Some(index),
@@ -125,6 +138,7 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<(Option<config::Con
             .collect::<Result<_, _>>()?;
         return Ok((
             config,
+            quant_config,
             Content::Safetensors {
                 files,
                 index: None,
@@ -138,7 +152,7 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<(Option<config::Con
         .filter(|p| gguf::split_part(&file_name(p)).is_none_or(|(i, _)| i == 1))
         .collect();
     match first_parts.as_slice() {
-        [one] => Ok((config, stage_gguf(one, stats)?)),
+        [one] => Ok((config, quant_config, stage_gguf(one, stats)?)),
         [] => Err(not_a_checkpoint(
             dir,
             "no model.safetensors.index.json, .safetensors or .gguf files",

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use preflight_plan::{ArtifactMemory, ArtifactVerdict, Attention, DeviceMemory, Memory, Severity, Verdict};
+use preflight_plan::{ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Memory, Severity, Verdict};
 
 /// `8190735360` → `8,190,735,360`.
 pub fn thousands(n: u64) -> String {
@@ -66,7 +66,7 @@ pub fn verdict(v: &Verdict) -> String {
         .artifacts
         .iter()
         .flat_map(|a| &a.findings)
-        .any(|f| f.code == "memory.unavailable")
+        .any(|f| f.code == Code::MemoryUnavailable)
     {
         out.push_str("\nMEMORY  unknown for the system: see the memory.unavailable finding(s)\n");
     }
@@ -141,8 +141,9 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
         "parameters",
         format!("{} ({}){active}", thousands(p.total), short(p.total)),
     );
-    let width = p.by_component.keys().map(String::len).max().unwrap_or(0);
+    let width = p.by_component.keys().map(|c| c.as_str().len()).max().unwrap_or(0);
     for (component, n) in &p.by_component {
+        let component = component.as_str();
         let share = if p.total > 0 {
             *n as f64 * 100.0 / p.total as f64
         } else {
@@ -216,14 +217,17 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
         .iter()
         .map(|g| {
             let kind = match g.window {
-                Some(w) => format!("{} {}({w})", g.layers, g.kind),
-                None => format!("{} {}", g.layers, g.kind),
+                Some(w) => format!("{} {}({w})", g.layers, g.kind.as_str()),
+                None => format!("{} {}", g.layers, g.kind.as_str()),
             };
-            format!(
-                "{kind} × {} × {} tokens",
-                bytes(g.bytes_per_token_per_layer),
-                thousands(g.tokens_per_sequence)
-            )
+            match (g.bytes_per_token_per_layer, g.bytes_per_sequence_per_layer) {
+                (Some(per_token), _) => format!(
+                    "{kind} × {} × {} tokens",
+                    bytes(per_token),
+                    thousands(g.tokens_per_sequence.unwrap_or(0))
+                ),
+                (None, per_sequence) => format!("{kind} × {} state", bytes(per_sequence.unwrap_or(0))),
+            }
         })
         .collect::<Vec<_>>()
         .join(" + ");
@@ -375,6 +379,15 @@ fn attention_summary(layers: &[Attention]) -> String {
                 kv_lora_rank,
                 qk_rope_head_dim,
             } => format!("MLA(latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
+            Attention::Chunked { chunk } => format!("chunked({chunk})"),
+            Attention::MlaIndexer {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                index_head_dim,
+            } => format!("MLA(latent {kv_lora_rank} + rope {qk_rope_head_dim}) + indexer({index_head_dim})"),
+            Attention::LinearAttention { heads, .. } => format!("linear attention({heads} heads)"),
+            Attention::Mamba { heads, state_size, .. } => format!("mamba({heads} heads, state {state_size})"),
+            Attention::None => "no mixer".to_owned(),
         };
         match kinds.iter_mut().find(|(k, _)| *k == name) {
             Some((_, n)) => *n += 1,

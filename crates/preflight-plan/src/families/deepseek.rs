@@ -1,75 +1,152 @@
-//! DeepSeek-V3 (and checkpoints that reuse its `model_type`, e.g. Kimi-K2): multi-head latent
+//! DeepSeek-V3 and the checkpoints that reuse its layout: Kimi-K2 (`kimi_k2`, the V3 layout
+//! under its own model_type) and DeepSeek-V3.2 (`deepseek_v32`: every layer adds a
+//! sparse-attention indexer whose key is cached beside the latent). Multi-head latent
 //! attention, MoE with shared experts after `first_k_dense_replace` dense layers, and
-//! `num_nextn_predict_layers` multi-token-prediction layers stored after the main stack.
+//! `num_nextn_predict_layers` MTP layers stored after the main stack.
 
 use super::*;
 
+/// Keys of the V3 config class (transformers `DeepseekV3Config`); V3.2 adds the indexer's.
+const KEYS: &[(&str, Grade)] = &[
+    ("num_hidden_layers", Grade::Consumed),
+    ("hidden_size", Grade::Consumed),
+    ("intermediate_size", Grade::Consumed),
+    ("moe_intermediate_size", Grade::Consumed),
+    ("num_attention_heads", Grade::Consumed),
+    ("num_key_value_heads", Grade::Consumed),
+    ("vocab_size", Grade::Consumed),
+    ("max_position_embeddings", Grade::Consumed),
+    ("attention_bias", Grade::Consumed),
+    ("q_lora_rank", Grade::Consumed),
+    ("kv_lora_rank", Grade::Consumed),
+    ("qk_rope_head_dim", Grade::Consumed),
+    ("qk_nope_head_dim", Grade::Consumed),
+    ("v_head_dim", Grade::Consumed),
+    ("head_dim", Grade::Consumed),
+    ("n_routed_experts", Grade::Consumed),
+    ("n_shared_experts", Grade::Consumed),
+    ("num_experts_per_tok", Grade::Consumed),
+    ("first_k_dense_replace", Grade::Consumed),
+    ("moe_layer_freq", Grade::Consumed),
+    ("num_nextn_predict_layers", Grade::Consumed),
+    ("index_head_dim", Grade::Consumed),
+    ("index_n_heads", Grade::Consumed),
+    ("index_topk", Grade::Numerics),
+    ("n_group", Grade::Numerics),
+    ("topk_group", Grade::Numerics),
+    ("topk_method", Grade::Numerics),
+    ("scoring_func", Grade::Numerics),
+    ("norm_topk_prob", Grade::Numerics),
+    ("routed_scaling_factor", Grade::Numerics),
+    ("rope_interleave", Grade::Numerics),
+    ("ep_size", Grade::Metadata),
+    ("aux_loss_alpha", Grade::TrainingOnly),
+    ("seq_aux", Grade::TrainingOnly),
+];
+
+/// MLA projections and norms, the indexer's, MoE with shared experts.
+pub(super) const TENSORS: &[&[TensorGroup]] = &[
+    EMBED_NORM_HEAD,
+    &[
+        group(
+            "model.layers.N.self_attn.{q_a_proj,q_b_proj,q_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj}.weight",
+            Attention,
+        ),
+        group("model.layers.N.self_attn.{q_a_layernorm,kv_a_layernorm}.weight", Norm),
+        group(
+            "model.layers.N.self_attn.indexer.{wq_b,wk,weights_proj}.weight",
+            Attention,
+        ),
+        group("model.layers.N.self_attn.indexer.k_norm.{weight,bias}", Norm),
+    ],
+    GATED_MLP,
+    &[
+        group("model.layers.N.mlp.gate.weight", Router),
+        group("model.layers.N.mlp.gate.e_score_correction_bias", Buffer),
+        group("model.layers.N.mlp.experts.N.{gate,up,down}_proj.weight", Experts),
+        group(
+            "model.layers.N.mlp.shared_experts.{gate,up,down}_proj.weight",
+            SharedExperts,
+        ),
+    ],
+];
+
+/// The MTP layer's own tensors beside a decoder layer's (DeepSeek's `nextn` block).
+pub(super) const MTP_TENSORS: &[TensorGroup] = &[group(
+    "model.layers.N.{embed_tokens,enorm,hnorm,eh_proj,shared_head.norm,shared_head.head}.weight",
+    Mtp,
+)];
+
+/// vLLM's DeepseekV2MLAAttention builds the latent down-projections as ReplicatedLinear.
+pub(super) const TP_REPLICATED: &[&str] = &["model.layers.N.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight"];
+
 pub static FAMILY: Family = Family {
     name: "deepseek",
-    model_types: &["deepseek_v3"],
-    keys: &[
-        ("num_hidden_layers", Grade::Consumed),
-        ("hidden_size", Grade::Consumed),
-        ("intermediate_size", Grade::Consumed),
-        ("moe_intermediate_size", Grade::Consumed),
-        ("num_attention_heads", Grade::Consumed),
-        ("num_key_value_heads", Grade::Consumed),
-        ("vocab_size", Grade::Consumed),
-        ("max_position_embeddings", Grade::Consumed),
-        ("attention_bias", Grade::Consumed),
-        ("q_lora_rank", Grade::Consumed),
-        ("kv_lora_rank", Grade::Consumed),
-        ("qk_rope_head_dim", Grade::Consumed),
-        ("qk_nope_head_dim", Grade::Consumed),
-        ("v_head_dim", Grade::Consumed),
-        ("head_dim", Grade::Consumed),
-        ("n_routed_experts", Grade::Consumed),
-        ("n_shared_experts", Grade::Consumed),
-        ("num_experts_per_tok", Grade::Consumed),
-        ("first_k_dense_replace", Grade::Consumed),
-        ("moe_layer_freq", Grade::Consumed),
-        ("num_nextn_predict_layers", Grade::Consumed),
-        ("n_group", Grade::Numerics),
-        ("topk_group", Grade::Numerics),
-        ("topk_method", Grade::Numerics),
-        ("scoring_func", Grade::Numerics),
-        ("norm_topk_prob", Grade::Numerics),
-        ("routed_scaling_factor", Grade::Numerics),
-        ("rope_interleave", Grade::Numerics),
-        ("ep_size", Grade::Metadata),
-        ("aux_loss_alpha", Grade::TrainingOnly),
-        ("seq_aux", Grade::TrainingOnly),
-    ],
-    tensors: &[
-        EMBED_NORM_HEAD,
-        &[
+    model_types: &["deepseek_v3", "kimi_k2", "deepseek_v32"],
+    architectures: &["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"],
+    keys: KEYS,
+    tensors: TENSORS,
+    mtp: Some(MtpLayout::Appended),
+    mtp_tensors: MTP_TENSORS,
+    tp_replicated: TP_REPLICATED,
+    normalize,
+    gguf: Some(Gguf {
+        architectures: &[("deepseek2", "deepseek_v3")],
+        keys: &[
+            ("attention.key_length_mla", Grade::Consumed),
+            ("attention.value_length_mla", Grade::Consumed),
+            ("attention.q_lora_rank", Grade::Consumed),
+            ("attention.kv_lora_rank", Grade::Consumed),
+        ],
+        tensors: &[
+            group("blk.N.{attn_q_a_norm,attn_kv_a_norm}.{weight,bias}", Norm),
             group(
-                "model.layers.N.self_attn.{q_a_proj,q_b_proj,q_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj}.weight",
+                "blk.N.{attn_q_a,attn_q_b,attn_kv_a_mqa,attn_kv_b,attn_k_b,attn_v_b}.{weight,bias}",
                 Attention,
             ),
-            group("model.layers.N.self_attn.{q_a_layernorm,kv_a_layernorm}.weight", Norm),
-        ],
-        GATED_MLP,
-        &[
-            group("model.layers.N.mlp.gate.weight", Router),
-            group("model.layers.N.mlp.gate.e_score_correction_bias", Buffer),
-            group("model.layers.N.mlp.experts.N.{gate,up,down}_proj.weight", Experts),
             group(
-                "model.layers.N.mlp.shared_experts.{gate,up,down}_proj.weight",
-                SharedExperts,
+                "blk.N.nextn.{eh_proj,embed_tokens,enorm,hnorm,shared_head_head,shared_head_norm}.weight",
+                Mtp,
             ),
         ],
-    ],
-    mtp_tensors: &[group(
-        "model.layers.N.{embed_tokens,enorm,hnorm,eh_proj,shared_head.norm,shared_head.head}.weight",
-        Mtp,
-    )],
-    // vLLM's DeepseekV2MLAAttention builds the latent down-projections as ReplicatedLinear.
-    tp_replicated: &["model.layers.N.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight"],
-    normalize,
+        normalize: normalize_gguf,
+    }),
+    ..Family::BASE
 };
 
-fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+/// llama.cpp's `deepseek2`: MLA when `attention.kv_lora_rank` is declared.
+fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
+    let (dims, _, _) = llama_cpp::read_dims(kv)?;
+    let Some(kv_lora_rank) = kv.opt("attention.kv_lora_rank") else {
+        return llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1);
+    };
+    let mla = Mixer::Mla {
+        kv_lora_rank,
+        rope_dim: kv.opt("rope.dimension_count").unwrap_or(0),
+        indexer_head_dim: None,
+    };
+    Some(llama_cpp::finish(
+        model_type,
+        FAMILY.name,
+        kv,
+        &dims,
+        uniform(dims.layers, mla),
+    ))
+}
+
+/// The MLA geometry every DeepSeek-layout config declares.
+pub(super) struct Mla {
+    pub dims: Dims,
+    pub kv_lora_rank: u64,
+    pub q_lora_rank: Option<u64>,
+    pub qk_rope: u64,
+    pub qk_nope: u64,
+    pub v_head: u64,
+    pub mtp_layers: u64,
+}
+
+/// Read the MLA dimensions (shared with GLM's DSA layout).
+pub(super) fn read_mla(cfg: &mut ConfigReader) -> Option<Mla> {
     let layers = cfg.layers("num_hidden_layers");
     let hidden = cfg.u64("hidden_size");
     let heads = cfg.u64("num_attention_heads");
@@ -81,110 +158,142 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let qk_rope = cfg.u64("qk_rope_head_dim");
     let qk_nope = cfg.u64("qk_nope_head_dim");
     let v_head = cfg.u64("v_head_dim");
-    let experts = cfg.u64("n_routed_experts");
-    let shared = cfg.opt_u64("n_shared_experts").unwrap_or(0);
-    let active = cfg.u64("num_experts_per_tok");
-    let first_dense = cfg.opt_u64("first_k_dense_replace").unwrap_or(0);
     let intermediate = cfg.opt_positive("intermediate_size");
-    let expert_intermediate = cfg.opt_positive("moe_intermediate_size");
-    let freq = cfg.opt_u64("moe_layer_freq").unwrap_or(1).max(1);
     let mtp_layers = cfg.opt_layers("num_nextn_predict_layers");
     let tie = cfg.opt_bool("tie_word_embeddings").unwrap_or(false);
     let dtype = cfg
         .opt_str("torch_dtype")
         .or_else(|| cfg.opt_str("dtype"))
         .map(str::to_owned);
-    let (layers, hidden, heads, vocab, context, mtp_layers) = (layers?, hidden?, heads?, vocab?, context?, mtp_layers?);
-    let (kv_lora_rank, qk_rope, qk_nope, v_head, experts, active) =
-        (kv_lora_rank?, qk_rope?, qk_nope?, v_head?, experts?, active?);
+    let (qk_rope, qk_nope) = (qk_rope?, qk_nope?);
+    Some(Mla {
+        dims: Dims {
+            layers: layers?,
+            hidden: hidden?,
+            heads: heads?,
+            kv_heads: kv_heads?,
+            head_dim: qk_nope.saturating_add(qk_rope),
+            vocab: vocab?,
+            context: context?,
+            tie,
+            dtype,
+            intermediate,
+        },
+        kv_lora_rank: kv_lora_rank?,
+        q_lora_rank,
+        qk_rope,
+        qk_nope,
+        v_head: v_head?,
+        mtp_layers: mtp_layers?,
+    })
+}
 
-    let dims = Dims {
-        layers,
-        hidden,
-        heads,
-        kv_heads: kv_heads?,
-        head_dim: qk_nope.saturating_add(qk_rope),
-        vocab,
-        context,
-        tie,
-        dtype,
-        intermediate,
-    };
-    let dense_layers: Vec<u64> = (0..layers).filter(|i| *i < first_dense || i % freq != 0).collect();
-    let has_dense = !dense_layers.is_empty();
-    let moe = Moe {
-        experts,
-        active,
-        shared,
-        dense_layers,
-        expert_intermediate_size: expert_intermediate,
-    };
-    let mut architecture = dims.architecture(
-        model_type,
-        FAMILY.name,
-        uniform(
-            layers,
-            Attention::Mla {
-                kv_lora_rank,
-                qk_rope_head_dim: qk_rope,
-            },
-        ),
-        Some(moe),
-    );
-    architecture.mtp_layers = mtp_layers;
-    if !has_dense {
-        architecture.intermediate_size = None;
+impl Mla {
+    /// The MLA mixer, with the indexer's key width when the layer has an indexer.
+    pub fn mixer(&self, indexer_head_dim: Option<u64>) -> Mixer {
+        Mixer::Mla {
+            kv_lora_rank: self.kv_lora_rank,
+            rope_dim: self.qk_rope,
+            indexer_head_dim,
+        }
     }
 
-    let mut shapes = dims.base_shapes();
-    shapes.extend([
-        ShapeRule {
-            pattern: "model.layers.N.self_attn.kv_a_proj_with_mqa.weight",
-            dim: 0,
-            value: kv_lora_rank.saturating_add(qk_rope),
-            keys: "kv_lora_rank + qk_rope_head_dim",
-        },
-        ShapeRule {
-            pattern: "model.layers.N.self_attn.kv_b_proj.weight",
-            dim: 0,
-            value: heads.saturating_mul(qk_nope.saturating_add(v_head)),
-            keys: "num_attention_heads × (qk_nope_head_dim + v_head_dim)",
-        },
-        ShapeRule {
-            pattern: "model.layers.N.self_attn.o_proj.weight",
-            dim: 1,
-            value: heads.saturating_mul(v_head),
-            keys: "num_attention_heads × v_head_dim",
-        },
-        ShapeRule {
-            pattern: "model.layers.N.mlp.gate.weight",
-            dim: 0,
-            value: experts,
-            keys: "n_routed_experts",
-        },
-    ]);
-    let q_rows = heads.saturating_mul(qk_nope.saturating_add(qk_rope));
-    match q_lora_rank {
-        Some(rank) => shapes.extend([
+    /// Shapes the MLA projections must have.
+    pub fn shapes(&self, experts: u64) -> Vec<ShapeRule> {
+        let heads = self.dims.heads;
+        let mut shapes = self.dims.base_shapes();
+        shapes.extend([
             ShapeRule {
-                pattern: "model.layers.N.self_attn.q_a_proj.weight",
+                pattern: "model.layers.N.self_attn.kv_a_proj_with_mqa.weight",
                 dim: 0,
-                value: rank,
-                keys: "q_lora_rank",
+                value: self.kv_lora_rank.saturating_add(self.qk_rope),
+                keys: "kv_lora_rank + qk_rope_head_dim",
             },
             ShapeRule {
-                pattern: "model.layers.N.self_attn.q_b_proj.weight",
+                pattern: "model.layers.N.self_attn.kv_b_proj.weight",
+                dim: 0,
+                value: heads.saturating_mul(self.qk_nope.saturating_add(self.v_head)),
+                keys: "num_attention_heads × (qk_nope_head_dim + v_head_dim)",
+            },
+            ShapeRule {
+                pattern: "model.layers.N.self_attn.o_proj.weight",
+                dim: 1,
+                value: heads.saturating_mul(self.v_head),
+                keys: "num_attention_heads × v_head_dim",
+            },
+            ShapeRule {
+                pattern: "model.layers.N.mlp.gate.weight",
+                dim: 0,
+                value: experts,
+                keys: "n_routed_experts",
+            },
+        ]);
+        let q_rows = heads.saturating_mul(self.qk_nope.saturating_add(self.qk_rope));
+        match self.q_lora_rank {
+            Some(rank) => shapes.extend([
+                ShapeRule {
+                    pattern: "model.layers.N.self_attn.q_a_proj.weight",
+                    dim: 0,
+                    value: rank,
+                    keys: "q_lora_rank",
+                },
+                ShapeRule {
+                    pattern: "model.layers.N.self_attn.q_b_proj.weight",
+                    dim: 0,
+                    value: q_rows,
+                    keys: "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)",
+                },
+            ]),
+            None => shapes.push(ShapeRule {
+                pattern: "model.layers.N.self_attn.q_proj.weight",
                 dim: 0,
                 value: q_rows,
                 keys: "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)",
-            },
-        ]),
-        None => shapes.push(ShapeRule {
-            pattern: "model.layers.N.self_attn.q_proj.weight",
-            dim: 0,
-            value: q_rows,
-            keys: "num_attention_heads × (qk_nope_head_dim + qk_rope_head_dim)",
-        }),
+            }),
+        }
+        shapes
     }
-    Some(Normalized { architecture, shapes })
+}
+
+/// DeepSeek's MoE block: routed and shared experts after `first_k_dense_replace` dense
+/// layers, every `moe_layer_freq`-th layer.
+pub(super) fn read_moe(cfg: &mut ConfigReader, layers: u64) -> Option<Moe> {
+    let experts = cfg.u64("n_routed_experts");
+    let shared = cfg.opt_u64("n_shared_experts").unwrap_or(0);
+    let active = cfg.u64("num_experts_per_tok");
+    let first_dense = cfg.opt_u64("first_k_dense_replace").unwrap_or(0);
+    let freq = cfg.opt_u64("moe_layer_freq").unwrap_or(1).max(1);
+    let expert_intermediate_size = cfg.opt_positive("moe_intermediate_size");
+    Some(Moe {
+        experts: experts?,
+        active: active?,
+        shared,
+        dense_layers: (0..layers).filter(|i| *i < first_dense || i % freq != 0).collect(),
+        expert_intermediate_size,
+    })
+}
+
+fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let mla = read_mla(cfg);
+    let indexer = match model_type {
+        // transformers DeepseekV32Attention: every layer has an indexer.
+        "deepseek_v32" => Some(cfg.u64("index_head_dim")?),
+        _ => None,
+    };
+    let mla = mla?;
+    let moe = read_moe(cfg, mla.dims.layers)?;
+    let shapes = mla.shapes(moe.experts);
+    let has_dense = !moe.dense_layers.is_empty();
+    let mut model = mla.dims.model(
+        model_type,
+        FAMILY.name,
+        uniform(mla.dims.layers, mla.mixer(indexer)),
+        Some(moe),
+    );
+    model.mtp_layers = mla.mtp_layers;
+    model.mtp_mixer = Some(mla.mixer(indexer));
+    if !has_dense {
+        model.intermediate = None;
+    }
+    Some(Normalized { model, shapes })
 }

@@ -37,9 +37,19 @@ pub static FAMILY: Family = Family {
             Norm,
         )],
     ],
-    mtp_tensors: &[],
-    tp_replicated: &[],
+    architectures: &["Gemma2ForCausalLM", "Gemma3ForCausalLM"],
     normalize,
+    gguf: Some(Gguf {
+        architectures: &[("gemma2", "gemma2"), ("gemma3", "gemma3_text")],
+        keys: &[],
+        tensors: &[],
+        // llama.cpp: Gemma 2 alternates (pattern 2), Gemma 3 has five sliding per full (6).
+        normalize: |model_type, kv| {
+            let pattern = if model_type == "gemma2" { 2 } else { 6 };
+            llama_cpp::read_decoder(model_type, FAMILY.name, kv, pattern)
+        },
+    }),
+    ..Family::BASE
 };
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
@@ -52,7 +62,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         return None;
     }
     let window = cfg.opt_u64("sliding_window");
-    let attention = match layer_types(cfg, dims.layers, window)? {
+    let spans_per_layer = match layer_types(cfg, dims.layers, window)? {
         Some(per_layer) => per_layer,
         None => {
             // transformers' defaults: Gemma 2 alternates from a sliding layer 0; Gemma 3
@@ -75,9 +85,9 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             (0..dims.layers)
                 .map(|i| {
                     if (i + 1) % pattern != 0 {
-                        Attention::Sliding { window }
+                        Span::Sliding(window)
                     } else {
-                        Attention::Full
+                        Span::Full
                     }
                 })
                 .collect()
@@ -86,7 +96,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
     Some(Normalized {
-        architecture: dims.architecture(model_type, FAMILY.name, attention, None),
+        model: dims.model(model_type, FAMILY.name, spans(&dims, spans_per_layer), None),
         shapes,
     })
 }

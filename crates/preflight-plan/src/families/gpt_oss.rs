@@ -37,28 +37,28 @@ pub static FAMILY: Family = Family {
             ),
         ],
     ],
-    mtp_tensors: &[],
-    tp_replicated: &[],
+    architectures: &["GptOssForCausalLM"],
     normalize,
+    gguf: Some(Gguf {
+        architectures: &[("gpt-oss", "gpt_oss")],
+        keys: &[],
+        tensors: &[group("blk.N.attn_sinks{.weight,}", Attention)],
+        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 2),
+    }),
+    ..Family::BASE
 };
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;
     let window = cfg.opt_u64("sliding_window");
     // Without layer_types, transformers alternates sliding (even) and full (odd) layers.
-    let attention = match layer_types(cfg, dims.layers, window)? {
+    let spans_per_layer = match layer_types(cfg, dims.layers, window)? {
         Some(per_layer) => per_layer,
         None => match window {
             Some(window) => (0..dims.layers)
-                .map(|i| {
-                    if i % 2 == 0 {
-                        Attention::Sliding { window }
-                    } else {
-                        Attention::Full
-                    }
-                })
+                .map(|i| if i % 2 == 0 { Span::Sliding(window) } else { Span::Full })
                 .collect(),
-            None => uniform(dims.layers, Attention::Full),
+            None => vec![Span::Full; dims.layers as usize],
         },
     };
     let experts = cfg.u64("num_local_experts")?;
@@ -104,7 +104,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             keys: "num_local_experts",
         },
     ]);
-    let mut architecture = dims.architecture(model_type, FAMILY.name, attention, Some(moe));
-    architecture.intermediate_size = None;
-    Some(Normalized { architecture, shapes })
+    let mut model = dims.model(model_type, FAMILY.name, spans(&dims, spans_per_layer), Some(moe));
+    model.intermediate = None;
+    Some(Normalized { model, shapes })
 }

@@ -28,16 +28,22 @@ pub static FAMILY: Family = Family {
             group("model.layers.N.mlp.{gate,up,down}_proj.bias", Mlp),
         ],
     ],
-    mtp_tensors: &[],
-    tp_replicated: &[],
+    architectures: &["LlamaForCausalLM", "MistralForCausalLM"],
     normalize,
+    gguf: Some(Gguf {
+        architectures: &[("llama", "llama"), ("mistral", "mistral")],
+        keys: &[],
+        tensors: &[],
+        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1),
+    }),
+    ..Family::BASE
 };
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;
     let window = cfg.opt_u64("sliding_window");
-    let attention = match (model_type, window) {
-        ("mistral", Some(window)) if window < dims.context => Attention::Sliding { window },
+    let span = match (model_type, window) {
+        ("mistral", Some(window)) if window < dims.context => Span::Sliding(window),
         ("llama", Some(_)) => {
             cfg.unsupported(
                 "sliding_window",
@@ -45,12 +51,17 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             );
             return None;
         }
-        _ => Attention::Full,
+        _ => Span::Full,
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
     Some(Normalized {
-        architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), None),
+        model: dims.model(
+            model_type,
+            FAMILY.name,
+            uniform(dims.layers, dims.attention(span)),
+            None,
+        ),
         shapes,
     })
 }

@@ -27,16 +27,16 @@ pub static FAMILY: Family = Family {
             group("model.layers.N.block_sparse_moe.experts.N.{w1,w2,w3}.weight", Experts),
         ],
     ],
-    mtp_tensors: &[],
-    tp_replicated: &[],
+    architectures: &["MixtralForCausalLM"],
     normalize,
+    ..Family::BASE
 };
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;
-    let attention = match cfg.opt_u64("sliding_window") {
-        Some(window) if window < dims.context => Attention::Sliding { window },
-        _ => Attention::Full,
+    let span = match cfg.opt_u64("sliding_window") {
+        Some(window) if window < dims.context => Span::Sliding(window),
+        _ => Span::Full,
     };
     let experts = cfg.u64("num_local_experts")?;
     let active = cfg.u64("num_experts_per_tok")?;
@@ -56,7 +56,12 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         value: experts,
         keys: "num_local_experts",
     });
-    let mut architecture = dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), Some(moe));
-    architecture.intermediate_size = None;
-    Some(Normalized { architecture, shapes })
+    let mut model = dims.model(
+        model_type,
+        FAMILY.name,
+        uniform(dims.layers, dims.attention(span)),
+        Some(moe),
+    );
+    model.intermediate = None;
+    Some(Normalized { model, shapes })
 }

@@ -7,61 +7,16 @@ mod deepseek;
 mod gemma;
 mod gpt_oss;
 mod llama;
+pub mod llama_cpp;
 mod mixtral;
 mod phi3;
 mod qwen;
 
 use crate::config::{ConfigReader, Grade};
-use crate::verdict::{Architecture, Attention, Moe};
-
-/// Where a tensor's parameters are counted (`parameters.by_component`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Component {
-    Embedding,
-    Attention,
-    Mlp,
-    Experts,
-    SharedExperts,
-    Router,
-    Norm,
-    LmHead,
-    /// Multi-token-prediction layers; assigned by layer index, never by a pattern.
-    Mtp,
-    /// Stored but not a parameter (transformers registers it as a buffer).
-    Buffer,
-}
-
-impl Component {
-    /// Every rank holds these whole: vLLM replicates norms and MoE routers, and buffers are
-    /// per-module state.
-    pub fn is_replicated(self) -> bool {
-        matches!(self, Component::Norm | Component::Router | Component::Buffer)
-    }
-
-    /// Linear layers, which a quantized what-if (`weights_dtype` fp8, int4, …) quantizes;
-    /// embeddings, lm_head, norms and routers stay as stored, as vLLM leaves them.
-    pub fn is_linear(self) -> bool {
-        matches!(
-            self,
-            Component::Attention | Component::Mlp | Component::Experts | Component::SharedExperts | Component::Mtp
-        )
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Component::Embedding => "embedding",
-            Component::Attention => "attention",
-            Component::Mlp => "mlp",
-            Component::Experts => "experts",
-            Component::SharedExperts => "shared_experts",
-            Component::Router => "router",
-            Component::Norm => "norm",
-            Component::LmHead => "lm_head",
-            Component::Mtp => "mtp",
-            Component::Buffer => "buffer",
-        }
-    }
-}
+use crate::gguf::GgufReader;
+use crate::model::{Mixer, Model, Span};
+pub use crate::verdict::Component;
+use crate::verdict::Moe;
 
 /// A tensor-name pattern and the component it belongs to. In a pattern, `N` stands for any
 /// layer or expert index and `{a,b}` for alternatives; it is matched against the tensor's
@@ -86,24 +41,89 @@ pub struct ShapeRule {
     pub keys: &'static str,
 }
 
-/// What a family makes of a config.
+/// What a family makes of a config (or of GGUF key/values).
 pub struct Normalized {
-    pub architecture: Architecture,
+    pub model: Model,
     pub shapes: Vec<ShapeRule>,
 }
 
+/// Where a checkpoint keeps its multi-token-prediction layers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MtpLayout {
+    /// After the main stack, as `model.layers.N` with N ≥ the layer count (DeepSeek, GLM).
+    Appended,
+    /// Under their own prefix (`mtp.layers.0.…`, `mtp.fc.weight`): decoder-layer tensors
+    /// there are read with `model.` in place of the prefix (Qwen3.5).
+    Prefixed(&'static str),
+}
+
+/// An encoder a multimodal wrapper carries beside the language model.
+pub struct Encoder {
+    /// The wrapper's key holding the encoder's config (`vision_config`, `audio_config`).
+    pub config_key: &'static str,
+    /// Keys of that config, graded against the encoder's own registry.
+    pub keys: &'static [(&'static str, Grade)],
+    /// Tensor-name prefixes and the component their tensors count under.
+    pub tensors: &'static [(&'static str, Component)],
+}
+
+/// A multimodal wrapper: a top-level config whose `text_config` is the language model.
+pub struct Wrapper {
+    pub model_type: &'static str,
+    /// The wrapper's own keys (token ids, projector settings), beyond the common registry.
+    pub keys: &'static [(&'static str, Grade)],
+    pub encoders: &'static [Encoder],
+}
+
+/// The family as llama.cpp writes it into a GGUF.
+pub struct Gguf {
+    /// `general.architecture` values and the transformers `model_type` each stands for.
+    pub architectures: &'static [(&'static str, &'static str)],
+    /// Keys under `<arch>.` beyond [`llama_cpp::KEYS`].
+    pub keys: &'static [(&'static str, Grade)],
+    /// llama.cpp tensor names beyond [`llama_cpp::TENSORS`].
+    pub tensors: &'static [TensorGroup],
+    pub normalize: fn(model_type: &str, kv: &mut GgufReader) -> Option<Normalized>,
+}
+
+/// Everything about one architecture family. **Nothing outside `families/` knows a
+/// family's name**: the planner finds families through [`FAMILIES`] only.
 pub struct Family {
     pub name: &'static str,
+    /// `model_type`s of the language model (a wrapper's `text_config.model_type`).
     pub model_types: &'static [&'static str],
-    /// Keys beyond [`crate::config::COMMON_KEYS`].
+    /// The `architectures` class names checkpoints of this family declare.
+    pub architectures: &'static [&'static str],
+    /// Keys beyond [`crate::config::COMMON_KEYS`], each with the grade's source.
     pub keys: &'static [(&'static str, Grade)],
     pub tensors: &'static [&'static [TensorGroup]],
+    /// Where MTP layers live, when the family has them.
+    pub mtp: Option<MtpLayout>,
     /// Tensors that only multi-token-prediction layers carry.
     pub mtp_tensors: &'static [TensorGroup],
     /// Tensor patterns (as in [`TensorGroup`]) every tensor-parallel rank holds whole, beyond
     /// norms, routers and buffers (which always are): vLLM builds them as `ReplicatedLinear`.
     pub tp_replicated: &'static [&'static str],
     pub normalize: fn(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized>,
+    pub wrappers: &'static [Wrapper],
+    pub gguf: Option<Gguf>,
+}
+
+impl Family {
+    /// A family with no wrappers, GGUF form or MTP, to spread from (`..Family::BASE`).
+    pub const BASE: Family = Family {
+        name: "",
+        model_types: &[],
+        architectures: &[],
+        keys: &[],
+        tensors: &[],
+        mtp: None,
+        mtp_tensors: &[],
+        tp_replicated: &[],
+        normalize: |_, _| None,
+        wrappers: &[],
+        gguf: None,
+    };
 }
 
 pub static FAMILIES: &[&Family] = &[
@@ -117,8 +137,25 @@ pub static FAMILIES: &[&Family] = &[
     &phi3::FAMILY,
 ];
 
+/// The family whose language model is `model_type`.
 pub fn for_model_type(model_type: &str) -> Option<&'static Family> {
     FAMILIES.iter().copied().find(|f| f.model_types.contains(&model_type))
+}
+
+/// The family and wrapper for a multimodal wrapper's `model_type`.
+pub fn for_wrapper(model_type: &str) -> Option<(&'static Family, &'static Wrapper)> {
+    FAMILIES
+        .iter()
+        .find_map(|f| Some((*f, f.wrappers.iter().find(|w| w.model_type == model_type)?)))
+}
+
+/// The family and `model_type` for a GGUF `general.architecture`.
+pub fn for_gguf_architecture(name: &str) -> Option<(&'static Family, &'static str)> {
+    FAMILIES.iter().find_map(|f| {
+        let gguf = f.gguf.as_ref()?;
+        let (_, model_type) = gguf.architectures.iter().find(|(a, _)| *a == name)?;
+        Some((*f, *model_type))
+    })
 }
 
 impl Family {
@@ -261,33 +298,29 @@ pub fn read_dims(cfg: &mut ConfigReader, tie_default: bool) -> Option<Dims> {
 }
 
 impl Dims {
-    pub fn architecture(
-        &self,
-        model_type: &str,
-        family: &str,
-        attention: Vec<Attention>,
-        moe: Option<Moe>,
-    ) -> Architecture {
-        Architecture {
+    /// Softmax attention of this geometry over the given span.
+    pub fn attention(&self, span: Span) -> Mixer {
+        Mixer::full(self.kv_heads, self.head_dim).with_span(span)
+    }
+
+    pub fn model(&self, model_type: &str, family: &'static str, layers: Vec<Mixer>, moe: Option<Moe>) -> Model {
+        Model {
             model_type: model_type.to_owned(),
-            family: family.to_owned(),
-            layers: self.layers,
-            hidden_size: self.hidden,
+            family,
+            hidden: self.hidden,
             heads: self.heads,
-            kv_heads: self.kv_heads,
-            head_dim: self.head_dim,
-            v_head_dim: None,
-            kv_heads_per_layer: None,
-            // The dense width; MoE families replace it (experts are not dense layers).
-            intermediate_size: self.intermediate,
-            vocab_size: self.vocab,
+            vocab: self.vocab,
             context: self.context,
-            attention,
-            moe,
-            quantization: None,
-            mtp_layers: 0,
             tie_word_embeddings: self.tie,
             dtype: self.dtype.clone(),
+            // The dense width; MoE families replace it (experts are not dense layers).
+            intermediate: self.intermediate,
+            layers,
+            mtp_layers: 0,
+            mtp_mixer: None,
+            mtp_first_index: self.layers,
+            moe,
+            quantization: None,
         }
     }
 
@@ -351,9 +384,9 @@ impl Dims {
     }
 }
 
-/// Per-layer attention from `layer_types` when the config has it; `None` when absent.
+/// Per-layer spans from `layer_types` when the config has it; `None` when absent.
 /// An unknown layer type is a finding (and `None`).
-pub fn layer_types(cfg: &mut ConfigReader, layers: u64, window: Option<u64>) -> Option<Option<Vec<Attention>>> {
+pub fn layer_types(cfg: &mut ConfigReader, layers: u64, window: Option<u64>) -> Option<Option<Vec<Span>>> {
     let Some(types) = cfg.opt_str_list("layer_types") else {
         return Some(None);
     };
@@ -370,12 +403,12 @@ pub fn layer_types(cfg: &mut ConfigReader, layers: u64, window: Option<u64>) -> 
     let mut out = Vec::with_capacity(types.len());
     for t in types {
         match (t, window) {
-            ("full_attention", _) => out.push(Attention::Full),
-            ("sliding_attention", Some(window)) => out.push(Attention::Sliding { window }),
-            ("sliding_attention", None) => {
+            ("full_attention", _) => out.push(Span::Full),
+            ("sliding_attention", Some(window)) if window > 0 => out.push(Span::Sliding(window)),
+            ("sliding_attention", _) => {
                 cfg.unsupported(
                     "sliding_window",
-                    "layer_types names sliding layers but sliding_window is not set",
+                    "layer_types names sliding layers but sliding_window is not a positive window",
                 );
                 return None;
             }
@@ -391,9 +424,14 @@ pub fn layer_types(cfg: &mut ConfigReader, layers: u64, window: Option<u64>) -> 
     Some(Some(out))
 }
 
-/// Uniform attention for every layer.
-pub fn uniform(layers: u64, attention: Attention) -> Vec<Attention> {
-    (0..layers).map(|_| attention).collect()
+/// Every layer alike.
+pub fn uniform(layers: u64, mixer: Mixer) -> Vec<Mixer> {
+    (0..layers).map(|_| mixer).collect()
+}
+
+/// Softmax attention of one geometry over per-layer spans.
+pub fn spans(dims: &Dims, spans: impl IntoIterator<Item = Span>) -> Vec<Mixer> {
+    spans.into_iter().map(|span| dims.attention(span)).collect()
 }
 
 #[cfg(test)]

@@ -28,9 +28,15 @@ pub static FAMILY: Family = Family {
             group("model.layers.N.mlp.{gate_up_proj,down_proj}.weight", Mlp),
         ],
     ],
-    mtp_tensors: &[],
-    tp_replicated: &[],
+    architectures: &["Phi3ForCausalLM"],
     normalize,
+    gguf: Some(Gguf {
+        architectures: &[("phi3", "phi3")],
+        keys: &[],
+        tensors: &[],
+        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1),
+    }),
+    ..Family::BASE
 };
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
@@ -42,9 +48,9 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         }
         return None;
     };
-    let attention = match cfg.opt_u64("sliding_window") {
-        Some(window) if window < dims.context => Attention::Sliding { window },
-        _ => Attention::Full,
+    let span = match cfg.opt_u64("sliding_window") {
+        Some(window) if window < dims.context => Span::Sliding(window),
+        _ => Span::Full,
     };
     let mut shapes = dims.base_shapes();
     shapes.extend([
@@ -65,7 +71,12 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         },
     ]);
     Some(Normalized {
-        architecture: dims.architecture(model_type, FAMILY.name, uniform(dims.layers, attention), None),
+        model: dims.model(
+            model_type,
+            FAMILY.name,
+            uniform(dims.layers, dims.attention(span)),
+            None,
+        ),
         shapes,
     })
 }

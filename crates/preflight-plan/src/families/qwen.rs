@@ -32,11 +32,17 @@ const KEYS: &[(&str, Grade)] = &[
 pub static FAMILY: Family = Family {
     name: "qwen",
     model_types: &["qwen2", "qwen3"],
+    architectures: &["Qwen2ForCausalLM", "Qwen3ForCausalLM"],
     keys: KEYS,
     tensors: &[EMBED_NORM_HEAD, QKVO, QKV_BIAS, QK_NORM, GATED_MLP],
-    mtp_tensors: &[],
-    tp_replicated: &[],
     normalize,
+    gguf: Some(Gguf {
+        architectures: &[("qwen2", "qwen2"), ("qwen3", "qwen3")],
+        keys: &[],
+        tensors: &[],
+        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1),
+    }),
+    ..Family::BASE
 };
 
 pub static MOE_FAMILY: Family = Family {
@@ -54,15 +60,21 @@ pub static MOE_FAMILY: Family = Family {
             group("model.layers.N.mlp.experts.N.{gate,up,down}_proj.weight", Experts),
         ],
     ],
-    mtp_tensors: &[],
-    tp_replicated: &[],
+    architectures: &["Qwen3MoeForCausalLM"],
     normalize,
+    gguf: Some(Gguf {
+        architectures: &[("qwen3moe", "qwen3_moe")],
+        keys: &[],
+        tensors: &[],
+        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, MOE_FAMILY.name, kv, 1),
+    }),
+    ..Family::BASE
 };
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;
     let window = cfg.opt_u64("sliding_window");
-    let attention = match layer_types(cfg, dims.layers, window)? {
+    let spans_per_layer = match layer_types(cfg, dims.layers, window)? {
         Some(per_layer) => per_layer,
         None if cfg.opt_bool("use_sliding_window").unwrap_or(false) => {
             let Some(window) = window else {
@@ -74,16 +86,10 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             };
             let from = cfg.opt_u64("max_window_layers").unwrap_or(dims.layers);
             (0..dims.layers)
-                .map(|i| {
-                    if i >= from {
-                        Attention::Sliding { window }
-                    } else {
-                        Attention::Full
-                    }
-                })
+                .map(|i| if i >= from { Span::Sliding(window) } else { Span::Full })
                 .collect()
         }
-        None => uniform(dims.layers, Attention::Full),
+        None => vec![Span::Full; dims.layers as usize],
     };
     let moe = if model_type == "qwen3_moe" {
         let experts = match cfg.value("num_experts") {
@@ -118,9 +124,10 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     }
     // `intermediate_size` is the dense width: only meaningful when some layer is dense.
     let dense = moe.as_ref().is_none_or(|m| !m.dense_layers.is_empty());
-    let mut architecture = dims.architecture(model_type, "qwen", attention, moe);
+    let family = if moe.is_some() { MOE_FAMILY.name } else { FAMILY.name };
+    let mut model = dims.model(model_type, family, spans(&dims, spans_per_layer), moe);
     if !dense {
-        architecture.intermediate_size = None;
+        model.intermediate = None;
     }
-    Some(Normalized { architecture, shapes })
+    Some(Normalized { model, shapes })
 }

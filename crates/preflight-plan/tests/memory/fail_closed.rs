@@ -24,10 +24,48 @@ fn a_layer_kind_the_planner_does_not_model_gets_no_number() {
     let v = plan(&[facts, hub("Qwen/Qwen3-8B")], &options(r#"{"devices": "h100-80gb"}"#));
     assert!(has(&v, 0, "config.unsupported_value"));
     assert!(has(&v, 0, "memory.unavailable"));
-    assert!(v.artifacts[0].memory.is_none());
-    assert!(v.artifacts[1].memory.is_some(), "the other artifact is still sized");
-    assert!(v.memory.is_none(), "no system total with a gap in it");
+    let refused = v.artifacts[0]
+        .memory
+        .as_ref()
+        .expect("the stored weights, a lower bound");
+    assert!(refused.lower_bound && refused.kv_cache.is_empty());
+    assert_eq!(refused.weights_bytes, v.artifacts[0].weights_bytes);
+    assert!(
+        v.artifacts[1].memory.as_ref().is_some_and(|m| !m.lower_bound),
+        "the other artifact is still sized"
+    );
+    let system = v.memory.as_ref().expect("system block");
+    assert_eq!(system.fits, None, "a lower bound that fits proves nothing");
+    assert_eq!(system.max_context_that_fits, None);
     assert!(!v.admissible);
+}
+
+/// A refused architecture whose stored weights alone exceed the devices does not fit,
+/// whatever else is unknown about it.
+#[test]
+fn refused_weights_that_exceed_the_devices_do_not_fit() {
+    let mut facts = hub("Qwen/Qwen3-8B");
+    facts
+        .config
+        .as_mut()
+        .expect("config")
+        .raw
+        .insert("model_type".into(), json!("qwen9"));
+    let v = plan(&[facts], &options(r#"{"devices": "24GB"}"#));
+    assert!(has(&v, 0, "architecture.unknown"));
+    assert!(!has(&v, 0, "memory.weights_exceed_devices"), "16.4 GB fits in 24 GB");
+    assert_eq!(v.memory.as_ref().and_then(|m| m.fits), None);
+    let mut facts = hub("Qwen/Qwen3-8B");
+    facts
+        .config
+        .as_mut()
+        .expect("config")
+        .raw
+        .insert("model_type".into(), json!("qwen9"));
+    let v = plan(&[facts], &options(r#"{"devices": "8GB"}"#));
+    assert!(has(&v, 0, "memory.weights_exceed_devices"));
+    assert_eq!(v.memory.as_ref().and_then(|m| m.fits), Some(false));
+    assert!(v.memory.as_ref().is_some_and(|m| m.per_device.iter().all(|d| !d.fits)));
 }
 
 #[test]
@@ -36,7 +74,9 @@ fn no_architecture_means_no_memory() {
     facts.config = None;
     let v = plan(&[facts], &options(r#"{"sequences": 1}"#));
     assert!(has(&v, 0, "config.missing") && has(&v, 0, "memory.unavailable"));
-    assert!(v.artifacts[0].memory.is_none() && v.memory.is_none());
+    let memory = v.artifacts[0].memory.as_ref().expect("weights as stored");
+    assert!(memory.lower_bound && memory.kv_cache.is_empty() && memory.kv_cache_bytes == 0);
+    assert_eq!(v.memory.as_ref().and_then(|m| m.fits), None);
 }
 
 #[test]

@@ -1,5 +1,7 @@
 //! The KV cache by attention kind, worked by hand on each bundled checkpoint's real config.
 
+use preflight_plan::CacheKind;
+
 use crate::support::{GIB, KIB, codes, memory_of, plan_with};
 
 /// One row per checkpoint: KV bytes one more token adds (past every window), worked from the
@@ -113,11 +115,11 @@ fn gpt_oss_sliding_layers_stop_growing_at_their_window() {
     let sliding = m1000
         .kv_cache
         .iter()
-        .find(|g| g.kind == "sliding")
+        .find(|g| g.kind == CacheKind::Sliding)
         .expect("sliding group");
     assert_eq!(
         (sliding.layers, sliding.window, sliding.tokens_per_sequence),
-        (12, Some(128), 128)
+        (12, Some(128), Some(128))
     );
 }
 
@@ -125,7 +127,7 @@ fn gpt_oss_sliding_layers_stop_growing_at_their_window() {
 fn deepseek_v3_mla_caches_the_latent_whole_on_every_rank() {
     let m = memory_of("deepseek-ai/DeepSeek-V3", r#"{"context": 4096, "tensor_parallel": 8}"#);
     assert_eq!(m.kv_cache_bytes_per_token, 70_272);
-    assert_eq!(m.kv_cache[0].kind, "mla");
+    assert_eq!(m.kv_cache[0].kind, CacheKind::Mla);
     let rank = m.per_rank.expect("128 heads split 8 ways");
     assert_eq!(
         rank.kv_cache_bytes, m.kv_cache_bytes,

@@ -77,6 +77,7 @@ fn load(repo: &str) -> ArtifactFacts {
     ArtifactFacts {
         source,
         config: (!is_gguf).then(|| preflight_formats::config::parse(&read("config.json")).expect("config")),
+        quant_config: None,
         content,
         staging: StagingStats::default(),
     }
@@ -115,7 +116,7 @@ pub fn codes(verdict: &Verdict, artifact: usize) -> Vec<String> {
     verdict.artifacts[artifact]
         .findings
         .iter()
-        .map(|f| f.code.clone())
+        .map(|f| f.code.as_str().to_owned())
         .collect()
 }
 

@@ -24,7 +24,14 @@ fn params(repo: &str, components: &[&str]) -> u64 {
     let v = plan_with(&[repo], r#"{"sequences": 1}"#);
     components
         .iter()
-        .map(|c| v.artifacts[0].parameters.by_component.get(*c).copied().unwrap_or(0))
+        .map(|c| {
+            let component = v.artifacts[0]
+                .parameters
+                .by_component
+                .iter()
+                .find(|(k, _)| k.as_str() == *c);
+            component.map_or(0, |(_, n)| *n)
+        })
         .sum()
 }
 

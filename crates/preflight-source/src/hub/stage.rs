@@ -18,6 +18,8 @@ use crate::error::SourceError;
 use crate::spec::HubSpec;
 
 const CONFIG: &str = "config.json";
+/// NVIDIA ModelOpt's quantization record; read only when the listing shows it.
+const QUANT_CONFIG: &str = "hf_quant_config.json";
 const INDEX: &str = "model.safetensors.index.json";
 const SINGLE: &str = "model.safetensors";
 /// First read of a safetensors file whose tensor names are unknown (no index): most headers
@@ -137,11 +139,12 @@ pub async fn stage(
         counters: &counters,
         budget,
     };
-    let (config, content, files) = match &spec.file {
-        Some(file) if file.ends_with(".gguf") => (None, reader.gguf(file).await?, 0),
+    let (config, quant_config, content, files) = match &spec.file {
+        Some(file) if file.ends_with(".gguf") => (None, None, reader.gguf(file).await?, 0),
         Some(file) if file.ends_with(".safetensors") => {
             let file = reader.safetensors(file, UNKNOWN_HEADER_GUESS).await?;
             (
+                None,
                 None,
                 Content::Safetensors {
                     files: vec![file],
@@ -174,6 +177,7 @@ pub async fn stage(
     Ok(ArtifactFacts {
         source,
         config,
+        quant_config,
         content,
         staging,
     })
@@ -245,7 +249,7 @@ impl Reader<'_> {
     async fn repo(
         &self,
         listing: Option<Vec<String>>,
-    ) -> Result<(Option<config::Config>, Content, usize), SourceError> {
+    ) -> Result<(Option<config::Config>, Option<config::Config>, Content, usize), SourceError> {
         let (siblings, config_bytes, index_bytes) = match listing {
             Some(siblings) => {
                 let has = |p: &str| siblings.iter().any(|s| s == p);
@@ -264,14 +268,29 @@ impl Reader<'_> {
                 (info?.siblings, config?, index?)
             }
         };
-        let small_files = usize::from(config_bytes.is_some()) + usize::from(index_bytes.is_some());
-        let config = match config_bytes {
-            Some(bytes) => Some(config::parse(&bytes).map_err(|source| SourceError::Config {
-                file: CONFIG.into(),
-                source,
-            })?),
-            None => None,
+        let quant_bytes = match siblings.iter().any(|s| s == QUANT_CONFIG) {
+            true => {
+                self.optional_small(QUANT_CONFIG, config::MAX_CONFIG_BYTES, true)
+                    .await?
+            }
+            false => None,
         };
+        let small_files = [&config_bytes, &index_bytes, &quant_bytes]
+            .iter()
+            .filter(|b| b.is_some())
+            .count();
+        let parse = |bytes: Option<Vec<u8>>, file: &str| -> Result<Option<config::Config>, SourceError> {
+            bytes
+                .map(|bytes| {
+                    config::parse(&bytes).map_err(|source| SourceError::Config {
+                        file: file.into(),
+                        source,
+                    })
+                })
+                .transpose()
+        };
+        let config = parse(config_bytes, CONFIG)?;
+        let quant_config = parse(quant_bytes, QUANT_CONFIG)?;
         if let Some(bytes) = index_bytes {
             let index = index::parse(&bytes).map_err(|source| SourceError::Index {
                 file: INDEX.into(),
@@ -283,7 +302,7 @@ impl Reader<'_> {
                 index: Some(index),
                 missing_files,
             };
-            return Ok((config, content, small_files));
+            return Ok((config, quant_config, content, small_files));
         }
         let root_files: Vec<&String> = siblings.iter().filter(|s| !s.contains('/')).collect();
         let shards: Vec<&&String> = root_files.iter().filter(|s| s.ends_with(".safetensors")).collect();
@@ -294,14 +313,14 @@ impl Reader<'_> {
                 index: None,
                 missing_files: vec![],
             };
-            return Ok((config, content, small_files));
+            return Ok((config, quant_config, content, small_files));
         }
         let first_parts: Vec<&String> = root_files
             .into_iter()
             .filter(|s| s.ends_with(".gguf") && gguf::split_part(s).is_none_or(|(i, _)| i == 1))
             .collect();
         match first_parts.as_slice() {
-            [one] => Ok((config, self.gguf(one).await?, small_files)),
+            [one] => Ok((config, quant_config, self.gguf(one).await?, small_files)),
             [] => Err(SourceError::NotACheckpoint {
                 path: self.repo.into(),
                 reason: format!("no {INDEX}, {SINGLE}, .safetensors or .gguf files at {}", self.commit),

@@ -1,7 +1,7 @@
 //! What staging reads: the fewest requests and bytes, at the resolved commit.
 
 use preflight_formats::facts::Content;
-use preflight_plan::{PlanOptions, plan};
+use preflight_plan::{Component, PlanOptions, plan};
 use preflight_source::SourceError;
 use preflight_source::hub::HubError;
 use preflight_testhub::Origin;
@@ -19,7 +19,7 @@ async fn deepseek_v3_in_shards_plus_four_requests_and_near_minimal_bytes() {
     let verdict = plan(std::slice::from_ref(&facts), &PlanOptions::default());
     assert!(verdict.admissible);
     assert_eq!(
-        verdict.artifacts[0].parameters.total - verdict.artifacts[0].parameters.by_component["mtp"],
+        verdict.artifacts[0].parameters.total - verdict.artifacts[0].parameters.by_component[&Component::Mtp],
         671_026_404_352
     );
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use preflight_plan::{PlanOptions, Verdict, plan};
+use preflight_plan::{Component, PlanOptions, Verdict, plan};
 use serde_json::Value;
 
 use crate::support::{expected, fixtures, hub_repos, materialize};
@@ -45,7 +45,7 @@ fn every_hub_fixture_plans_exactly() {
             "{key}: tensor_elements_by_dtype"
         );
         let p = &artifact.parameters;
-        let main = p.total - p.by_component.get("mtp").copied().unwrap_or(0);
+        let main = p.total - p.by_component.get(&Component::Mtp).copied().unwrap_or(0);
         let oracle = want["transformers_num_parameters"].as_u64().expect("oracle");
         assert_eq!(main, oracle, "{key}: parameters.total − mtp vs transformers");
         assert_eq!(
@@ -87,8 +87,8 @@ fn moe_active_per_token_follows_the_documented_convention() {
         let a = &verdict.artifacts[0];
         let moe = a.architecture.as_ref().and_then(|x| x.moe.as_ref()).expect("moe");
         let p = &a.parameters;
-        let experts = p.by_component["experts"];
-        let mtp = p.by_component.get("mtp").copied().unwrap_or(0);
+        let experts = p.by_component[&Component::Experts];
+        let mtp = p.by_component.get(&Component::Mtp).copied().unwrap_or(0);
         let want = p.total - mtp - experts + experts / moe.experts * moe.active;
         assert_eq!(p.active_per_token, Some(want), "{repo}");
         assert!(

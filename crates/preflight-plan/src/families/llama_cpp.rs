@@ -1,0 +1,199 @@
+//! What llama.cpp writes into every GGUF whatever the family: its key names under
+//! `<arch>.` (`LLM_KV_*` in llama-arch.cpp), its uniform tensor names (`LLM_TENSOR_*`), and
+//! the standard reading of a decoder from them. Families add their own keys and tensors in
+//! their [`super::Gguf`] and call [`read_decoder`].
+
+use super::*;
+use crate::config::Grade::{Consumed, Metadata, Numerics};
+
+/// Keys under `<arch>.` any family may carry.
+pub const KEYS: &[(&str, Grade)] = &[
+    ("context_length", Consumed),
+    ("embedding_length", Consumed),
+    ("block_count", Consumed),
+    ("feed_forward_length", Consumed),
+    ("expert_feed_forward_length", Consumed),
+    ("expert_shared_feed_forward_length", Consumed),
+    ("leading_dense_block_count", Consumed),
+    ("expert_count", Consumed),
+    ("expert_used_count", Consumed),
+    ("expert_shared_count", Consumed),
+    ("vocab_size", Consumed),
+    ("nextn_predict_layers", Consumed),
+    ("attention.head_count", Consumed),
+    ("attention.head_count_kv", Consumed),
+    ("attention.key_length", Consumed),
+    ("attention.value_length", Consumed),
+    ("attention.sliding_window", Consumed),
+    ("attention.sliding_window_pattern", Consumed),
+    ("attention.causal", Consumed),
+    ("rope.dimension_count", Consumed),
+    ("attention.layer_norm_epsilon", Numerics),
+    ("attention.layer_norm_rms_epsilon", Numerics),
+    ("attention.clamp_kqv", Numerics),
+    ("attention.max_alibi_bias", Numerics),
+    ("attention.scale", Numerics),
+    ("attn_logit_softcapping", Numerics),
+    ("final_logit_softcapping", Numerics),
+    ("logit_scale", Numerics),
+    ("embedding_scale", Numerics),
+    ("residual_scale", Numerics),
+    ("expert_weights_scale", Numerics),
+    ("expert_weights_norm", Numerics),
+    ("expert_gating_func", Numerics),
+    ("expert_group_count", Numerics),
+    ("expert_group_used_count", Numerics),
+    ("rope.freq_base", Numerics),
+    ("rope.scale_linear", Numerics),
+    ("rope.dimension_sections", Numerics),
+    ("rope.scaling.type", Numerics),
+    ("rope.scaling.factor", Numerics),
+    ("rope.scaling.attn_factor", Numerics),
+    ("rope.scaling.original_context_length", Numerics),
+    ("rope.scaling.finetuned", Numerics),
+    ("rope.scaling.yarn_log_multiplier", Numerics),
+    ("rope.scaling.yarn_beta_fast", Numerics),
+    ("rope.scaling.yarn_beta_slow", Numerics),
+    ("use_parallel_residual", Numerics),
+    ("tensor_data_layout", Metadata),
+    ("pooling_type", Numerics),
+];
+
+/// Namespaces that never affect shape or memory (identity, tokenizer, quantizer records).
+pub const METADATA_NAMESPACES: &[&str] = &["general.", "tokenizer.", "quantize.", "split."];
+
+/// llama.cpp's tensor names (numeric segments as `N`) and their components.
+pub const TENSORS: &[TensorGroup] = &[
+    group("token_embd.weight", Embedding),
+    group("output.weight", LmHead),
+    group("output_norm.{weight,bias}", Norm),
+    group("rope_freqs.weight", Buffer),
+    group(
+        "blk.N.{attn_norm,attn_q_norm,attn_k_norm,ffn_norm,post_attention_norm,post_ffw_norm,attn_post_norm,ffn_post_norm}.{weight,bias}",
+        Norm,
+    ),
+    group(
+        "blk.N.{attn_q,attn_k,attn_v,attn_output,attn_qkv}.{weight,bias}",
+        Attention,
+    ),
+    group("blk.N.{ffn_gate,ffn_up,ffn_down}.{weight,bias}", Mlp),
+    group("blk.N.ffn_gate_inp.{weight,bias}", Router),
+    group(
+        "blk.N.{ffn_gate_exps,ffn_up_exps,ffn_down_exps,ffn_gate_up_exps}.{weight,bias}",
+        Experts,
+    ),
+    group(
+        "blk.N.{ffn_gate_shexp,ffn_up_shexp,ffn_down_shexp,ffn_gate_inp_shexp}.{weight,bias}",
+        SharedExperts,
+    ),
+    group("blk.N.exp_probs_b.bias", Buffer),
+];
+
+/// llama.cpp names of tensors every tensor-parallel rank holds whole, beyond norms, routers
+/// and buffers: the MLA latent down-projections (vLLM's `ReplicatedLinear`).
+pub const TP_REPLICATED: &[&str] = &["blk.N.{attn_q_a,attn_kv_a_mqa}.weight"];
+
+/// A decoder's dimensions from the standard keys; `head_dim` defaults to hidden/heads as
+/// llama.cpp's loader does (`n_embd_head_k`).
+pub fn read_dims(kv: &mut GgufReader) -> Option<(Dims, Option<Vec<u64>>, u64)> {
+    let layers = kv.layers("block_count");
+    let hidden = kv.required("embedding_length");
+    let heads = kv.required("attention.head_count");
+    let context = kv.required("context_length");
+    let (layers, hidden, heads, context) = (layers?, hidden?, heads?, context?);
+    let vocab = kv.vocab()?;
+    let kv_per_layer = kv.per_layer("attention.head_count_kv", layers);
+    let kv_heads = kv_per_layer
+        .as_ref()
+        .and_then(|v| v.iter().copied().max())
+        .unwrap_or(heads);
+    let head_dim = kv.opt("attention.key_length").unwrap_or(hidden / heads);
+    let v_head_dim = kv.opt("attention.value_length").unwrap_or(head_dim);
+    let dims = Dims {
+        layers,
+        hidden,
+        heads,
+        kv_heads,
+        head_dim,
+        vocab,
+        context,
+        tie: false,
+        dtype: None,
+        intermediate: kv
+            .per_layer("feed_forward_length", layers)
+            .and_then(|v| v.into_iter().max())
+            .filter(|n| *n > 0),
+    };
+    Some((dims, kv_per_layer, v_head_dim))
+}
+
+/// MoE settings from the standard keys.
+pub fn read_moe(kv: &GgufReader, layers: u64) -> Option<Moe> {
+    let experts = kv.opt("expert_count").filter(|n| *n > 0)?;
+    let dense = kv.opt("leading_dense_block_count").unwrap_or(0);
+    Some(Moe {
+        experts,
+        active: kv.opt("expert_used_count").unwrap_or(0),
+        shared: kv.opt("expert_shared_count").unwrap_or(0),
+        dense_layers: (0..dense.min(layers)).collect(),
+        expert_intermediate_size: kv.opt("expert_feed_forward_length"),
+    })
+}
+
+/// A softmax-attention decoder: per-layer KV heads, sliding layers where
+/// `attention.sliding_window` is set (llama.cpp: layer `il` slides when
+/// `il % pattern < pattern - 1`; pattern 1 slides every layer), experts when declared.
+pub fn read_decoder(
+    model_type: &str,
+    family: &'static str,
+    kv: &mut GgufReader,
+    default_pattern: u64,
+) -> Option<Normalized> {
+    let (dims, kv_per_layer, v_head_dim) = read_dims(kv)?;
+    let window = kv.opt("attention.sliding_window").filter(|w| *w > 0);
+    let pattern = kv.opt("attention.sliding_window_pattern").unwrap_or(default_pattern);
+    let layers = (0..dims.layers)
+        .map(|i| {
+            let span = match window {
+                Some(window) if pattern <= 1 || i % pattern < pattern - 1 => Span::Sliding(window),
+                _ => Span::Full,
+            };
+            let kv_heads = kv_per_layer
+                .as_ref()
+                .and_then(|v| v.get(i as usize).copied())
+                .unwrap_or(dims.kv_heads);
+            Mixer::Attention {
+                kv_heads,
+                head_dim: dims.head_dim,
+                v_head_dim,
+                span,
+                shared_kv: false,
+            }
+        })
+        .collect();
+    Some(finish(model_type, family, kv, &dims, layers))
+}
+
+/// The model around a layer stack: experts, MTP layers, the dense width.
+pub fn finish(
+    model_type: &str,
+    family: &'static str,
+    kv: &mut GgufReader,
+    dims: &Dims,
+    layers: Vec<Mixer>,
+) -> Normalized {
+    let moe = read_moe(kv, dims.layers);
+    let mut model = dims.model(model_type, family, layers, moe);
+    // `feed_forward_length` is the dense width; a MoE without dense layers has none.
+    if model.moe.as_ref().is_some_and(|m| m.dense_layers.is_empty()) {
+        model.intermediate = None;
+    }
+    model.mtp_layers = kv
+        .opt("nextn_predict_layers")
+        .unwrap_or(0)
+        .min(crate::config::MAX_LAYERS);
+    Normalized {
+        model,
+        shapes: Vec::new(),
+    }
+}

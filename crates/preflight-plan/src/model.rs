@@ -1,0 +1,267 @@
+//! The planner's own model of an architecture, apart from the wire types: what each decoder
+//! layer mixes tokens with and what that costs to cache. Families build a [`Model`] from a
+//! config or from GGUF key/values; memory sizes its layers; the verdict's `architecture`
+//! block is rendered from it at the edge ([`Model::architecture`]). Nothing here knows a
+//! family's name.
+
+use crate::verdict::{Architecture, Attention, Moe, Quantization};
+
+/// How far back a softmax-attention layer looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// Every past token: the cache grows with the context.
+    Full,
+    /// The last `window` tokens (sliding-window attention).
+    Sliding(u64),
+    /// Tokens of the current `chunk`-sized block only (Llama 4's chunked local attention).
+    Chunked(u64),
+}
+
+/// A decoder layer's token mixer, with the geometry its cache follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mixer {
+    /// Softmax attention caching K and V per token.
+    Attention {
+        kv_heads: u64,
+        head_dim: u64,
+        v_head_dim: u64,
+        span: Span,
+        /// K and V share one projection (Gemma 4's `attention_k_eq_v` layers): engines still
+        /// cache both.
+        shared_kv: bool,
+    },
+    /// Multi-head latent attention: one compressed latent (+ rope key) per token; with a
+    /// sparse-attention indexer (DeepSeek-V3.2), the indexer's own key per token beside it.
+    Mla {
+        kv_lora_rank: u64,
+        rope_dim: u64,
+        indexer_head_dim: Option<u64>,
+    },
+    /// Linear attention (gated DeltaNet): a fixed recurrent state and a short convolution
+    /// window per sequence, whatever the context.
+    LinearAttention {
+        /// Channels of the causal convolution (q, k and v together).
+        conv_dim: u64,
+        conv_kernel: u64,
+        /// Value heads: the recurrent state is `[heads, key_dim, value_dim]`.
+        heads: u64,
+        key_dim: u64,
+        value_dim: u64,
+        /// Bytes per element of the recurrent state as the reference keeps it.
+        state_dtype: StateDtype,
+    },
+    /// A Mamba2 block: a convolution window and an SSM state per sequence.
+    Mamba {
+        conv_dim: u64,
+        conv_kernel: u64,
+        heads: u64,
+        head_dim: u64,
+        state_size: u64,
+        state_dtype: StateDtype,
+    },
+    /// No token mixer (an MLP-only block).
+    None,
+}
+
+/// The dtype a recurrent state is kept in: the model's own, or one the config pins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateDtype {
+    /// As the model computes (the KV dtype decides).
+    Model,
+    F32,
+    Bf16,
+    F16,
+}
+
+impl StateDtype {
+    /// From a torch dtype name in a config (`mamba_ssm_dtype: "float32"`).
+    pub fn from_torch(name: &str) -> Option<StateDtype> {
+        match name {
+            "float32" => Some(StateDtype::F32),
+            "bfloat16" => Some(StateDtype::Bf16),
+            "float16" => Some(StateDtype::F16),
+            _ => None,
+        }
+    }
+}
+
+impl Mixer {
+    pub fn full(kv_heads: u64, head_dim: u64) -> Mixer {
+        Mixer::Attention {
+            kv_heads,
+            head_dim,
+            v_head_dim: head_dim,
+            span: Span::Full,
+            shared_kv: false,
+        }
+    }
+
+    pub fn with_span(self, span: Span) -> Mixer {
+        match self {
+            Mixer::Attention {
+                kv_heads,
+                head_dim,
+                v_head_dim,
+                shared_kv,
+                ..
+            } => Mixer::Attention {
+                kv_heads,
+                head_dim,
+                v_head_dim,
+                span,
+                shared_kv,
+            },
+            other => other,
+        }
+    }
+
+    /// The wire form: the layer's kind and the numbers that decide its cache.
+    pub fn wire(self) -> Attention {
+        match self {
+            Mixer::Attention { span: Span::Full, .. } => Attention::Full,
+            Mixer::Attention {
+                span: Span::Sliding(window),
+                ..
+            } => Attention::Sliding { window },
+            Mixer::Attention {
+                span: Span::Chunked(chunk),
+                ..
+            } => Attention::Chunked { chunk },
+            Mixer::Mla {
+                kv_lora_rank,
+                rope_dim,
+                indexer_head_dim: None,
+            } => Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim: rope_dim,
+            },
+            Mixer::Mla {
+                kv_lora_rank,
+                rope_dim,
+                indexer_head_dim: Some(index_head_dim),
+            } => Attention::MlaIndexer {
+                kv_lora_rank,
+                qk_rope_head_dim: rope_dim,
+                index_head_dim,
+            },
+            Mixer::LinearAttention {
+                conv_kernel,
+                heads,
+                key_dim,
+                value_dim,
+                ..
+            } => Attention::LinearAttention {
+                heads,
+                key_head_dim: key_dim,
+                value_head_dim: value_dim,
+                conv_kernel,
+            },
+            Mixer::Mamba {
+                conv_kernel,
+                heads,
+                head_dim,
+                state_size,
+                ..
+            } => Attention::Mamba {
+                heads,
+                head_dim,
+                state_size,
+                conv_kernel,
+            },
+            Mixer::None => Attention::None,
+        }
+    }
+}
+
+/// What the planner understood of a model: dimensions, the layer stack, experts.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub model_type: String,
+    pub family: &'static str,
+    pub hidden: u64,
+    /// Query heads of the attention layers.
+    pub heads: u64,
+    pub vocab: u64,
+    pub context: u64,
+    pub tie_word_embeddings: bool,
+    pub dtype: Option<String>,
+    /// The dense MLP width, when some layer is dense.
+    pub intermediate: Option<u64>,
+    /// One mixer per main-stack decoder layer.
+    pub layers: Vec<Mixer>,
+    /// Multi-token-prediction layers, each a decoder layer of `mtp_mixer`'s kind.
+    pub mtp_layers: u64,
+    pub mtp_mixer: Option<Mixer>,
+    /// The first index MTP layers' tensors carry: the main stack's length for DeepSeek-style
+    /// `model.layers.N` MTP, 0 for checkpoints that number them apart (`mtp.layers.0`).
+    pub mtp_first_index: u64,
+    pub moe: Option<Moe>,
+    pub quantization: Option<Quantization>,
+}
+
+impl Model {
+    /// The widest softmax-attention geometry: `(kv_heads, head_dim, v_head_dim)` of the layer
+    /// with most KV heads, for the wire summary.
+    fn attention_summary(&self) -> Option<(u64, u64, u64)> {
+        self.layers
+            .iter()
+            .filter_map(|m| match *m {
+                Mixer::Attention {
+                    kv_heads,
+                    head_dim,
+                    v_head_dim,
+                    ..
+                } => Some((kv_heads, head_dim, v_head_dim)),
+                _ => None,
+            })
+            .max_by_key(|(kv, head, _)| (*kv, *head))
+    }
+
+    /// The verdict's `architecture` block.
+    pub fn architecture(&self) -> Architecture {
+        let (kv_heads, head_dim, v_head_dim) = self.attention_summary().unwrap_or_else(|| {
+            // MLA and attention-free stacks: the latent is the cache, one "head".
+            match self.layers.iter().find_map(|m| match *m {
+                Mixer::Mla {
+                    kv_lora_rank, rope_dim, ..
+                } => Some((kv_lora_rank, rope_dim)),
+                _ => None,
+            }) {
+                Some(_) => (self.heads, 0, 0),
+                None => (0, 0, 0),
+            }
+        });
+        let per_layer = |f: fn(&Mixer) -> Option<u64>| -> Option<Vec<u64>> {
+            let values: Vec<u64> = self.layers.iter().map(|m| f(m).unwrap_or(0)).collect();
+            let attention: Vec<u64> = values.iter().copied().filter(|v| *v > 0).collect();
+            (!attention.windows(2).all(|w| w[0] == w[1])).then_some(values)
+        };
+        Architecture {
+            model_type: self.model_type.clone(),
+            family: self.family.to_owned(),
+            layers: self.layers.len() as u64,
+            hidden_size: self.hidden,
+            heads: self.heads,
+            kv_heads,
+            head_dim,
+            v_head_dim: (v_head_dim != head_dim).then_some(v_head_dim),
+            kv_heads_per_layer: per_layer(|m| match m {
+                Mixer::Attention { kv_heads, .. } => Some(*kv_heads),
+                _ => None,
+            }),
+            head_dim_per_layer: per_layer(|m| match m {
+                Mixer::Attention { head_dim, .. } => Some(*head_dim),
+                _ => None,
+            }),
+            intermediate_size: self.intermediate,
+            vocab_size: self.vocab,
+            context: self.context,
+            attention: self.layers.iter().map(|m| m.wire()).collect(),
+            moe: self.moe.clone(),
+            quantization: self.quantization.clone(),
+            mtp_layers: self.mtp_layers,
+            tie_word_embeddings: self.tie_word_embeddings,
+            dtype: self.dtype.clone(),
+        }
+    }
+}

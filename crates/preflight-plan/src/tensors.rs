@@ -1,0 +1,515 @@
+//! Per-tensor records and the folds over them. Each stored tensor is classified once —
+//! component, layer, expert, role, placement, parameters, bytes — into a [`Record`]; then
+//! separate folds turn the records into parameters, the memory layout, shape checks and
+//! layer checks. Safetensors and GGUF produce records differently and share every fold.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use crate::families::{Family, Placement, ShapeRule, pattern_matches};
+use crate::findings::{Code, Findings};
+use crate::memory::WeightsLayout;
+use crate::model::Model;
+use crate::verdict::{Component, Parameters};
+
+/// At most this many names are listed one by one in a grouped finding; the rest are counted.
+pub const NAMED_PER_FINDING: usize = 5;
+
+/// One stored tensor, classified.
+#[derive(Debug, Clone)]
+pub struct Record<'a> {
+    pub name: &'a str,
+    /// The name with wrapper prefixes folded and every index replaced by `N`: the key shape
+    /// rules and unplaced groups are reported under.
+    pub normalized: String,
+    /// The dtype as stored (raw element counts are by this).
+    pub stored: DtypeName,
+    pub shape: &'a [u64],
+    /// Elements as stored.
+    pub elements: u64,
+    pub bytes: u64,
+    pub layer: Option<u64>,
+    pub expert: Option<u64>,
+    pub kind: Kind,
+}
+
+/// What a record is, for the folds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Parameters of a component: `params` logical values (packed storage unpacked), counted
+    /// under `dtype`. `checked` is false for packed storage whose shape is not the logical one.
+    Param {
+        component: Component,
+        placement: Placement,
+        params: u64,
+        dtype: DtypeName,
+        checked: ShapeCheck,
+    },
+    /// Quantization metadata, counted in bytes beside the parameter it scales (`None`: that
+    /// parameter is unplaced).
+    Scale { owner: Option<(Component, Placement)> },
+    /// No component of the architecture claims it (a blocking finding says so).
+    Unplaced,
+    /// No architecture is known: counted as parameters of no component.
+    Unclassified { params: u64, dtype: DtypeName },
+}
+
+/// Which dimensions of a packed tensor still follow the config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShapeCheck {
+    All,
+    /// Only the leading dimension (MXFP4 blocks keep the experts dimension).
+    Leading,
+    None,
+}
+
+/// A dtype name: the stored one, or the logical one a packed format stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DtypeName {
+    Stored(&'static str),
+    Logical(&'static str),
+    /// A stored dtype outside the static table (kept by index into the caller's names).
+    Other(u32),
+}
+
+/// Stored dtype names the readers know, so records carry a `&'static str` and the folds
+/// never allocate a name per tensor.
+pub const KNOWN_DTYPES: &[&str] = &[
+    "BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "I8", "U8", "I16", "U16",
+    "I32", "U32", "I64", "U64", "BOOL", "E8M0",
+];
+
+/// Interns dtype names: known ones statically, others in a per-artifact table.
+#[derive(Debug, Default)]
+pub struct DtypeNames {
+    others: Vec<String>,
+}
+
+impl DtypeNames {
+    pub fn stored(&mut self, name: &str) -> DtypeName {
+        if let Some(known) = KNOWN_DTYPES.iter().find(|k| **k == name) {
+            return DtypeName::Stored(known);
+        }
+        let index = match self.others.iter().position(|o| o == name) {
+            Some(i) => i,
+            None => {
+                self.others.push(name.to_owned());
+                self.others.len() - 1
+            }
+        };
+        DtypeName::Other(index as u32)
+    }
+
+    pub fn name(&self, dtype: DtypeName) -> &str {
+        match dtype {
+            DtypeName::Stored(s) | DtypeName::Logical(s) => s,
+            DtypeName::Other(i) => self.others.get(i as usize).map_or("?", String::as_str),
+        }
+    }
+}
+
+/// A tensor name with wrapper prefixes folded onto the plain decoder's names and every
+/// numeric segment replaced by `N`, plus its layer and expert indices.
+pub struct NameShape {
+    pub normalized: String,
+    pub layer: Option<u64>,
+    pub expert: Option<u64>,
+}
+
+/// Prefixes under which multimodal wrappers keep the language model, and what they fold to.
+const LANGUAGE_MODEL_PREFIXES: &[(&str, &str)] = &[
+    ("model.language_model.", "model."),
+    ("language_model.model.", "model."),
+    ("language_model.lm_head.", "lm_head."),
+    ("model.text_model.", "model."),
+];
+
+pub fn shape_of_name(name: &str) -> NameShape {
+    let (prefix, rest) = LANGUAGE_MODEL_PREFIXES
+        .iter()
+        .find_map(|(from, to)| Some((*to, name.strip_prefix(from)?)))
+        .unwrap_or(("", name));
+    let mut normalized = String::with_capacity(prefix.len() + rest.len());
+    normalized.push_str(prefix);
+    let (mut layer, mut expert) = (None, None);
+    let mut previous = "";
+    for (i, segment) in rest.split('.').enumerate() {
+        if i > 0 {
+            normalized.push('.');
+        }
+        match segment.parse::<u64>() {
+            Ok(n) if !segment.is_empty() => {
+                normalized.push('N');
+                match previous {
+                    "layers" | "blk" if layer.is_none() => layer = Some(n),
+                    "experts" if expert.is_none() => expert = Some(n),
+                    _ => {}
+                }
+            }
+            _ => normalized.push_str(segment),
+        }
+        previous = segment;
+    }
+    NameShape {
+        normalized,
+        layer,
+        expert,
+    }
+}
+
+/// Classify a parameter tensor's (normalised) name against a family: its component and
+/// placement, with MTP layers and encoders decided here once.
+pub struct Classifier<'f> {
+    pub family: &'f Family,
+    pub model: &'f Model,
+    /// Encoder tensor prefixes of the wrapper the config declared.
+    pub encoders: Vec<(&'static str, Component)>,
+}
+
+impl Classifier<'_> {
+    /// `None` when no group of the family claims the tensor.
+    pub fn classify(&self, raw_name: &str, shape: &NameShape) -> Option<(Component, Placement)> {
+        if let Some((_, component)) = self.encoders.iter().find(|(p, _)| raw_name.starts_with(p)) {
+            // Encoders are small and vLLM replicates most of a ViT's norms; their linear
+            // layers shard. Counting them sharded matches what ranks hold to within norms.
+            return Some((*component, Placement::Sharded));
+        }
+        let (normalized, is_mtp) = match self.family.mtp {
+            Some(crate::families::MtpLayout::Prefixed(prefix)) if raw_name.starts_with(prefix) => {
+                let rest = &shape.normalized[prefix.len()..];
+                let as_decoder = format!("model.{rest}");
+                let component = match self.family.classify(&as_decoder, true) {
+                    Some(c) => c,
+                    None => self.family.classify(&shape.normalized, true)?,
+                };
+                return Some((component, self.family.placement(&as_decoder, component)));
+            }
+            Some(crate::families::MtpLayout::Appended) => (
+                shape.normalized.as_str(),
+                shape
+                    .layer
+                    .is_some_and(|l| l >= self.model.layers.len() as u64 && self.model.mtp_layers > 0),
+            ),
+            _ => (shape.normalized.as_str(), false),
+        };
+        let component = self.family.classify(normalized, is_mtp)?;
+        Some((component, self.family.placement(normalized, component)))
+    }
+}
+
+/// What the folds make of an artifact's records.
+pub struct Folded {
+    pub parameters: Parameters,
+    pub weights_bytes: u64,
+    pub layout: WeightsLayout,
+}
+
+/// Totals saturate rather than wrap: a hostile shape must not panic or flip a figure small.
+fn add(total: &mut u64, n: u64) {
+    *total = total.saturating_add(n);
+}
+
+/// Parameters by component and dtype, and the weights layout. Tied embeddings count a
+/// stored lm_head once.
+pub fn fold(records: &[Record], names: &DtypeNames, model: Option<&Model>, findings: &mut Findings) -> Folded {
+    let mut by_component: BTreeMap<Component, u64> = BTreeMap::new();
+    let mut by_dtype: BTreeMap<DtypeName, u64> = BTreeMap::new();
+    let mut lm_head_by_dtype: BTreeMap<DtypeName, u64> = BTreeMap::new();
+    let mut layout = WeightsLayout::default();
+    let mut weights_bytes = 0u64;
+    let mut buffers = 0u64;
+    let mut embedding_stored = false;
+    for record in records {
+        add(&mut weights_bytes, record.bytes);
+        match record.kind {
+            Kind::Param {
+                component: Component::Buffer,
+                placement,
+                ..
+            } => {
+                buffers += 1;
+                layout.add(Component::Buffer, placement, 0, record.bytes);
+            }
+            Kind::Param {
+                component,
+                placement,
+                params,
+                dtype,
+                ..
+            } => {
+                layout.add(component, placement, params, record.bytes);
+                add(by_component.entry(component).or_default(), params);
+                add(by_dtype.entry(dtype).or_default(), params);
+                match component {
+                    Component::LmHead => add(lm_head_by_dtype.entry(dtype).or_default(), params),
+                    Component::Embedding => embedding_stored = true,
+                    _ => {}
+                }
+            }
+            Kind::Scale { owner: Some((c, p)) } => layout.add(c, p, 0, record.bytes),
+            Kind::Scale { owner: None } | Kind::Unplaced => layout.add_unplaced(record.bytes),
+            Kind::Unclassified { params, dtype } => add(by_dtype.entry(dtype).or_default(), params),
+        }
+    }
+    if buffers > 0 {
+        findings.push(
+            Code::TensorBuffersExcluded,
+            "buffers",
+            format!("{buffers} stored buffer tensor(s) are not parameters and are not counted in parameters"),
+        );
+    }
+    if let Some(model) = model
+        && model.tie_word_embeddings
+        && !lm_head_by_dtype.is_empty()
+        && embedding_stored
+    {
+        // Tied: the stored lm_head is the embedding again; count it once.
+        findings.push(
+            Code::WeightsTiedStored,
+            "lm_head.weight",
+            "tie_word_embeddings is set and lm_head is stored too; counted once",
+        );
+        by_component.remove(&Component::LmHead);
+        layout.remove(Component::LmHead);
+        for (dtype, n) in &lm_head_by_dtype {
+            if let Some(total) = by_dtype.get_mut(dtype) {
+                *total = total.saturating_sub(*n);
+            }
+        }
+        by_dtype.retain(|_, n| *n > 0);
+    }
+    // Without an architecture nothing is placed in a component; the dtype tally is the total.
+    let total = match model {
+        Some(_) => by_component.values().fold(0u64, |acc, n| acc.saturating_add(*n)),
+        None => by_dtype.values().fold(0u64, |acc, n| acc.saturating_add(*n)),
+    };
+    let mtp = by_component.get(&Component::Mtp).copied().unwrap_or(0);
+    if mtp > 0 {
+        findings.push(
+            Code::MtpLayersPresent,
+            "mtp",
+            format!("{mtp} parameters in multi-token-prediction layers; excluded from active_per_token"),
+        );
+    }
+    let active_per_token = model.map(|m| active_per_token(m, total, &by_component));
+    let mut named: BTreeMap<String, u64> = BTreeMap::new();
+    for (dtype, n) in by_dtype {
+        add(named.entry(names.name(dtype).to_owned()).or_default(), n);
+    }
+    Folded {
+        parameters: Parameters {
+            total,
+            by_dtype: named,
+            by_component,
+            active_per_token,
+        },
+        weights_bytes,
+        layout,
+    }
+}
+
+/// The `active_per_token` convention (README): every parameter that is not a routed
+/// expert, plus `active / experts` of the routed experts; MTP layers excluded.
+fn active_per_token(model: &Model, total: u64, by_component: &BTreeMap<Component, u64>) -> u64 {
+    let component = |c: Component| by_component.get(&c).copied().unwrap_or(0);
+    let dense = total.saturating_sub(component(Component::Mtp));
+    match &model.moe {
+        Some(moe) if moe.experts > 0 => {
+            let experts = component(Component::Experts);
+            dense
+                .saturating_sub(experts)
+                .saturating_add(experts / moe.experts * moe.active.min(moe.experts))
+        }
+        _ => dense,
+    }
+}
+
+/// Raw stored elements per stored dtype.
+pub fn elements_by_dtype(records: &[Record], names: &DtypeNames) -> BTreeMap<String, u64> {
+    let mut by: BTreeMap<DtypeName, u64> = BTreeMap::new();
+    for record in records {
+        add(by.entry(record.stored).or_default(), record.elements);
+    }
+    by.into_iter().map(|(d, n)| (names.name(d).to_owned(), n)).collect()
+}
+
+/// One finding per group of tensors no component claims.
+pub fn unplaced_findings(records: &[Record], what: &str, findings: &mut Findings) {
+    let mut unplaced: BTreeMap<&str, u64> = BTreeMap::new();
+    for record in records.iter().filter(|r| r.kind == Kind::Unplaced) {
+        *unplaced.entry(record.normalized.as_str()).or_default() += 1;
+    }
+    for (pattern, count) in unplaced {
+        let finding = findings.push(
+            Code::TensorUnplaced,
+            pattern,
+            format!("{count} tensor(s) named like `{pattern}` belong to no component {what}"),
+        );
+        finding.observed = Some(count.into());
+    }
+}
+
+/// Each shape rule against every tensor it names; one finding per rule that fails.
+pub fn check_shapes(records: &[Record], rules: &[ShapeRule], findings: &mut Findings) {
+    let mut errors: BTreeMap<(&'static str, usize), (u64, u64, &'static str, &str)> = BTreeMap::new();
+    for record in records {
+        let Kind::Param { checked, .. } = record.kind else {
+            continue;
+        };
+        for rule in rules.iter().filter(|r| pattern_matches(r.pattern, &record.normalized)) {
+            let unchecked = match checked {
+                ShapeCheck::All => false,
+                ShapeCheck::Leading => rule.dim != 0,
+                ShapeCheck::None => true,
+            };
+            match record.shape.get(rule.dim) {
+                Some(found) if *found == rule.value || unchecked => {}
+                found => {
+                    errors.entry((rule.pattern, rule.dim)).or_insert((
+                        rule.value,
+                        found.copied().unwrap_or(0),
+                        rule.keys,
+                        record.name,
+                    ));
+                }
+            }
+        }
+    }
+    for ((_, dim), (declared, observed, keys, example)) in errors {
+        findings.mismatch(
+            Code::ConfigShapeMismatch,
+            example,
+            declared,
+            observed,
+            format!("dimension {dim} should be {keys}"),
+        );
+    }
+}
+
+/// The layers (main and MTP) and routed experts the records hold against what the model
+/// declares; the embedding and lm_head present.
+pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) {
+    let main = model.layers.len() as u64;
+    let mut layers: BTreeSet<u64> = BTreeSet::new();
+    let mut expert_layers: BTreeSet<u64> = BTreeSet::new();
+    let mut experts_seen: HashSet<(u64, u64)> = HashSet::new();
+    let (mut embedding, mut lm_head, mut mtp_present) = (false, false, false);
+    for record in records {
+        let Kind::Param { component, .. } = record.kind else {
+            continue;
+        };
+        if component.is_encoder() {
+            continue;
+        }
+        match component {
+            Component::Embedding => embedding = true,
+            Component::LmHead => lm_head = true,
+            Component::Mtp => mtp_present = true,
+            _ => {}
+        }
+        // Prefixed MTP layers are numbered apart and checked by count below.
+        let Some(layer) = record
+            .layer
+            .filter(|_| component != Component::Mtp || model.mtp_first_index == main)
+        else {
+            continue;
+        };
+        layers.insert(layer);
+        if component == Component::Experts {
+            expert_layers.insert(layer);
+            if let Some(expert) = record.expert {
+                experts_seen.insert((layer, expert));
+            }
+        }
+    }
+    if model.mtp_layers > 0 && !mtp_present {
+        let finding = findings.push(
+            Code::MtpDeclaredAbsent,
+            "mtp",
+            format!(
+                "the config declares {} multi-token-prediction layer(s) but the checkpoint ships none; engines serve it without speculative decoding",
+                model.mtp_layers
+            ),
+        );
+        finding.declared = Some(model.mtp_layers.into());
+        finding.observed = Some(0.into());
+    }
+    let declared = match model.mtp_first_index == main && mtp_present {
+        true => main.saturating_add(model.mtp_layers),
+        false => main,
+    };
+    let complete = layers.len() as u64 == declared && layers.iter().enumerate().all(|(i, l)| i as u64 == *l);
+    if !complete {
+        let present_main = layers.iter().filter(|l| **l < main).count();
+        let extra: Vec<u64> = layers
+            .iter()
+            .copied()
+            .filter(|l| *l >= declared)
+            .take(NAMED_PER_FINDING)
+            .collect();
+        let absent: Vec<u64> = (0..declared)
+            .filter(|l| !layers.contains(l))
+            .take(NAMED_PER_FINDING)
+            .collect();
+        findings.mismatch(
+            Code::ConfigLayerCountMismatch,
+            "config.num_hidden_layers",
+            declared,
+            layers.len(),
+            format!("{present_main} main layers present; missing layers {absent:?}, unexpected layers {extra:?} (first {NAMED_PER_FINDING} of each)"),
+        );
+    }
+    if let Some(moe) = &model.moe {
+        let expected: BTreeSet<u64> = (0..main).filter(|l| !moe.dense_layers.contains(l)).collect();
+        let found: BTreeSet<u64> = expert_layers.iter().copied().filter(|l| *l < main).collect();
+        if found != expected {
+            findings.mismatch(
+                Code::ConfigShapeMismatch,
+                "experts",
+                expected.len(),
+                found.len(),
+                "the layers holding routed experts are not the MoE layers the config declares",
+            );
+        }
+        let mut per_layer: BTreeMap<u64, u64> = BTreeMap::new();
+        for (layer, _) in &experts_seen {
+            *per_layer.entry(*layer).or_default() += 1;
+        }
+        if let Some((layer, count)) = per_layer.iter().find(|(l, c)| **l < main && **c != moe.experts) {
+            findings.mismatch(
+                Code::ConfigShapeMismatch,
+                format!("model.layers.{layer}.experts"),
+                moe.experts,
+                *count,
+                "routed experts stored in this layer differ from the config's expert count",
+            );
+        }
+    }
+    if !embedding {
+        findings.push(
+            Code::TensorMissing,
+            "model.embed_tokens.weight",
+            "the checkpoint has no token embedding",
+        );
+    }
+    if !model.tie_word_embeddings && !lm_head {
+        findings.push(
+            Code::TensorMissing,
+            "lm_head.weight",
+            "embeddings are not tied, yet the checkpoint has no lm_head",
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_normalise_with_layer_and_expert() {
+        let s = shape_of_name("model.layers.12.mlp.experts.7.up_proj.weight");
+        assert_eq!(s.normalized, "model.layers.N.mlp.experts.N.up_proj.weight");
+        assert_eq!((s.layer, s.expert), (Some(12), Some(7)));
+        let s = shape_of_name("model.language_model.layers.0.self_attn.q_proj.weight");
+        assert_eq!(s.normalized, "model.layers.N.self_attn.q_proj.weight");
+    }
+}
