@@ -50,6 +50,7 @@ mod error;
 mod faults;
 mod hub;
 mod log;
+pub mod packed;
 mod range;
 pub mod redis;
 mod safetensors;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use preflight_plan::{Component, PlanOptions, Verdict, plan};
 use serde_json::Value;
 
-use crate::support::{expected, fixtures, hub_repos, materialize};
+use crate::support::{all_repos, expected, fixtures, materialize};
 
 fn plan_path(path: &std::path::Path) -> Verdict {
     let facts = preflight_source::local::stage(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
@@ -21,7 +21,8 @@ fn counts(v: &Value) -> BTreeMap<String, u64> {
 fn every_hub_fixture_plans_exactly() {
     let expected = expected();
     let dir = tempfile::tempdir().expect("tempdir");
-    for repo in hub_repos() {
+    let mut failures = Vec::new();
+    for repo in all_repos() {
         let path = materialize(&repo, dir.path());
         let gguf = std::fs::read_dir(&path)
             .expect("dir")
@@ -34,7 +35,25 @@ fn every_hub_fixture_plans_exactly() {
         let want = &expected[&key];
         let verdict = plan_path(&path);
         let artifact = &verdict.artifacts[0];
-        assert!(verdict.admissible, "{key}: {:#?}", artifact.findings);
+        if !verdict.admissible {
+            let blocking: Vec<_> = artifact
+                .findings
+                .iter()
+                .filter(|f| f.severity == preflight_plan::Severity::Blocking)
+                .map(|f| format!("{} {} {}", f.code, f.subject, f.detail))
+                .collect();
+            failures.push(format!("{key}: {blocking:#?}"));
+            continue;
+        }
+        if let Some(kinds) = want.get("layer_kinds").and_then(Value::as_array) {
+            let arch = artifact.architecture.as_ref().expect("architecture");
+            let planned: Vec<Value> = arch
+                .attention
+                .iter()
+                .map(|a| serde_json::to_value(a).expect("json")["kind"].clone())
+                .collect();
+            assert_eq!(&planned, kinds, "{key}: layer kinds");
+        }
         let raw = want
             .get("elements_by_dtype")
             .or_else(|| want.get("elements_by_type"))
@@ -60,6 +79,7 @@ fn every_hub_fixture_plans_exactly() {
             assert_eq!(verdict.staging[0].header_bytes, header, "{key}: header bytes staged");
         }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

@@ -16,6 +16,32 @@ pub fn expected() -> BTreeMap<String, Value> {
     serde_json::from_str(&text).expect("expected.json parses")
 }
 
+/// The packed fixture repos (`org/name` → unpacked tree), unpacked once per test process.
+pub fn packed() -> &'static BTreeMap<String, PathBuf> {
+    static PACKED: std::sync::OnceLock<BTreeMap<String, PathBuf>> = std::sync::OnceLock::new();
+    PACKED.get_or_init(|| {
+        preflight_testhub::packed::unpack_all(&fixtures(), Path::new(env!("CARGO_TARGET_TMPDIR")))
+            .expect("unpack fixtures/packed")
+    })
+}
+
+/// A fixture repo's tree: the plain `hub/` tree, else the unpacked `packed/` one.
+pub fn repo_dir(repo: &str) -> PathBuf {
+    let plain = fixtures().join("hub").join(repo);
+    match packed().get(repo) {
+        Some(dir) if !plain.exists() => dir.clone(),
+        _ => plain,
+    }
+}
+
+/// Every fixture repo, plain and packed, as `org/name`.
+pub fn all_repos() -> Vec<String> {
+    let mut repos = hub_repos();
+    repos.extend(packed().keys().cloned());
+    repos.sort();
+    repos
+}
+
 /// Every Hub fixture repo as `org/name`.
 pub fn hub_repos() -> Vec<String> {
     let mut repos = Vec::new();
@@ -34,7 +60,7 @@ pub fn hub_repos() -> Vec<String> {
 /// Copy a Hub fixture repo's main commit into `dest`, stubs as sparse files of their full
 /// size, so local staging sees what a download would have left on disk.
 pub fn materialize(repo: &str, dest: &Path) -> PathBuf {
-    let repo_dir = fixtures().join("hub").join(repo);
+    let repo_dir = repo_dir(repo);
     let refs: Value = serde_json::from_slice(&fs::read(repo_dir.join("refs.json")).expect("refs")).expect("refs json");
     let commit_dir = repo_dir.join(refs["main"].as_str().expect("main ref"));
     let stubs: BTreeMap<String, u64> = fs::read(commit_dir.join(".stubs.json"))
