@@ -224,7 +224,14 @@ fn understand(
     };
     let mut reader = ConfigReader::new(map, prefix, findings);
     reader.grade_keys(family.keys, &[]);
-    let normalized = (family.normalize)(model_type, &mut reader)?;
+    let mut normalized = (family.normalize)(model_type, &mut reader)?;
+    if !prefix.is_empty()
+        && let Some(tie) = raw.get("tie_word_embeddings").and_then(Value::as_bool)
+    {
+        // A wrapper's own flag decides whether the built model shares its embeddings
+        // (Qwen3-VL-MoE's text_config defaults to tied while the wrapper says untied).
+        normalized.model.tie_word_embeddings = tie;
+    }
     Some(Understood {
         family,
         normalized,

@@ -307,11 +307,16 @@ pub fn fold(records: &[Record], names: &DtypeNames, model: Option<&Model>, findi
     }
 }
 
-/// The `active_per_token` convention (README): every parameter that is not a routed
-/// expert, plus `active / experts` of the routed experts; MTP layers excluded.
+/// The `active_per_token` convention (README): every language-model parameter that is not
+/// a routed expert, plus `active / experts` of the routed experts; MTP layers and encoders
+/// (which run per image or clip, not per token) excluded.
 fn active_per_token(model: &Model, total: u64, by_component: &BTreeMap<Component, u64>) -> u64 {
     let component = |c: Component| by_component.get(&c).copied().unwrap_or(0);
-    let dense = total.saturating_sub(component(Component::Mtp));
+    let encoders = by_component
+        .iter()
+        .filter(|(c, _)| c.is_encoder())
+        .fold(0u64, |acc, (_, n)| acc.saturating_add(*n));
+    let dense = total.saturating_sub(component(Component::Mtp)).saturating_sub(encoders);
     match &model.moe {
         Some(moe) if moe.experts > 0 => {
             let experts = component(Component::Experts);

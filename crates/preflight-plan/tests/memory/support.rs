@@ -27,8 +27,22 @@ pub fn hub(repo: &str) -> ArtifactFacts {
     facts
 }
 
+/// A fixture repo's tree: the plain `hub/` one, else the packed one, unpacked once.
+fn repo_dir(repo: &str) -> PathBuf {
+    static PACKED: OnceLock<BTreeMap<String, PathBuf>> = OnceLock::new();
+    let plain = fixtures().join("hub").join(repo);
+    if plain.exists() {
+        return plain;
+    }
+    let packed = PACKED.get_or_init(|| {
+        preflight_testhub::packed::unpack_all(&fixtures(), Path::new(env!("CARGO_TARGET_TMPDIR")))
+            .expect("unpack fixtures/packed")
+    });
+    packed.get(repo).cloned().unwrap_or(plain)
+}
+
 fn load(repo: &str) -> ArtifactFacts {
-    let dir = fixtures().join("hub").join(repo);
+    let dir = repo_dir(repo);
     let refs: Value = serde_json::from_slice(&fs::read(dir.join("refs.json")).expect("refs")).expect("refs json");
     let commit = dir.join(refs["main"].as_str().expect("main"));
     let stubs: BTreeMap<String, u64> = fs::read(commit.join(".stubs.json"))
@@ -77,7 +91,10 @@ fn load(repo: &str) -> ArtifactFacts {
     ArtifactFacts {
         source,
         config: (!is_gguf).then(|| preflight_formats::config::parse(&read("config.json")).expect("config")),
-        quant_config: None,
+        quant_config: names
+            .iter()
+            .find(|n| *n == "hf_quant_config.json")
+            .map(|n| preflight_formats::config::parse(&read(n)).expect("hf_quant_config")),
         content,
         staging: StagingStats::default(),
     }
