@@ -11,10 +11,11 @@ pub mod llama_cpp;
 mod mixtral;
 mod phi3;
 mod qwen;
+mod qwen3_5;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf::GgufReader;
-use crate::model::{Mixer, Model, Span};
+use crate::model::{Mixer, Model, Span, StateDtype};
 pub use crate::verdict::Component;
 use crate::verdict::Moe;
 
@@ -135,6 +136,8 @@ pub static FAMILIES: &[&Family] = &[
     &gpt_oss::FAMILY,
     &gemma::FAMILY,
     &phi3::FAMILY,
+    &qwen3_5::FAMILY,
+    &qwen3_5::MOE_FAMILY,
 ];
 
 /// The family whose language model is `model_type`.

@@ -4,6 +4,7 @@
 
 mod fail_closed;
 mod fit;
+mod hybrid;
 mod kv;
 mod llamacpp;
 mod properties;

@@ -1,0 +1,61 @@
+//! Hybrid stacks: per-token caches beside per-sequence recurrent state, worked by hand.
+
+use preflight_plan::CacheKind;
+
+use crate::support::memory_of;
+
+/// Qwen3.5-35B-A3B: 10 gated full-attention layers and 30 gated-DeltaNet layers.
+///
+/// Full attention (vLLM `FullAttentionSpec`, `kv_cache_interface.py`): K and V of 2 KV heads
+/// × head_dim 256 in bf16 = 2 × 2 × 256 × 2 = 2,048 bytes a token a layer; 10 layers = 20,480.
+///
+/// DeltaNet (vLLM `MambaStateShapeCalculator.gated_delta_net_state_shape`, mamba_utils.py
+/// l.177–200; dtypes by `gated_delta_net_state_dtype` with `mamba_ssm_cache_dtype` set from
+/// the config's `mamba_ssm_dtype` by `Qwen3_5ForConditionalGenerationConfig`, models/config.py):
+/// conv state (kernel 4 − 1) × conv_dim (16 × 128 × 2 + 32 × 128 = 8,192) in bf16
+/// = 3 × 8,192 × 2 = 49,152 bytes; recurrent state 32 value heads × 128 × 128 in float32
+/// = 2,097,152 bytes; 2,146,304 a layer, × 30 = 64,389,120 bytes a sequence.
+#[test]
+fn qwen3_5_35b_a3b_kv_per_token_and_state_per_sequence() {
+    let m = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 4096, "sequences": 2}"#);
+    assert_eq!(m.kv_cache_bytes_per_token, 20_480);
+    assert_eq!(m.state_bytes_per_sequence, 64_389_120);
+    assert_eq!(m.state_bytes, 2 * 64_389_120);
+    let linear = m
+        .kv_cache
+        .iter()
+        .find(|g| g.kind == CacheKind::LinearAttention)
+        .expect("linear-attention group");
+    assert_eq!(
+        (
+            linear.layers,
+            linear.bytes_per_sequence_per_layer,
+            linear.bytes_per_token_per_layer
+        ),
+        (30, Some(2_146_304), None)
+    );
+    let full = m
+        .kv_cache
+        .iter()
+        .find(|g| g.kind == CacheKind::Full)
+        .expect("full group");
+    assert_eq!((full.layers, full.bytes_per_token_per_layer), (10, Some(2_048)));
+    // The state does not grow with the context; the full layers do.
+    assert_eq!(m.kv_cache_bytes, 20_480 * 4096 * 2 + 64_389_120 * 2);
+    let longer = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 8192, "sequences": 2}"#);
+    assert_eq!(longer.kv_cache_bytes - m.kv_cache_bytes, 20_480 * 4096 * 2);
+    assert_eq!(longer.state_bytes, m.state_bytes);
+}
+
+/// Under tensor parallelism each rank holds its share of the value heads' state and of the
+/// conv channels (`divide(num_v_heads, tp)`, `divide(conv_dim, tp)`), and one of the two KV
+/// heads of each full layer.
+#[test]
+fn qwen3_5_state_splits_over_ranks() {
+    let whole = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 1024, "tensor_parallel": 1}"#);
+    let split = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 1024, "tensor_parallel": 2}"#);
+    let rank = split
+        .per_rank
+        .expect("16 heads, 2 KV heads and 512-wide experts split 2 ways");
+    assert_eq!(rank.kv_cache_bytes, whole.kv_cache_bytes / 2);
+}
