@@ -223,7 +223,7 @@ fn understand(
         None => None,
     };
     let mut reader = ConfigReader::new(map, prefix, findings);
-    reader.grade_keys(family.keys, &[]);
+    reader.grade_keys(&[family.keys, family.more_keys].concat(), &[]);
     let mut normalized = (family.normalize)(model_type, &mut reader)?;
     if !prefix.is_empty()
         && let Some(tie) = raw.get("tie_word_embeddings").and_then(Value::as_bool)

@@ -58,6 +58,9 @@ pub(super) const TENSORS: &[&[TensorGroup]] = &[
             Attention,
         ),
         group("model.layers.N.self_attn.indexer.k_norm.{weight,bias}", Norm),
+        // Kimi-K2 stores the rotary inverse frequencies; transformers registers them as a
+        // buffer.
+        group("model.layers.N.self_attn.rotary_emb.inv_freq", Buffer),
     ],
     GATED_MLP,
     &[

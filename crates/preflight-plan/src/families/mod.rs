@@ -12,6 +12,7 @@ mod mixtral;
 mod phi3;
 mod qwen;
 mod qwen3_5;
+mod qwen3_vl;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf::GgufReader;
@@ -97,6 +98,8 @@ pub struct Family {
     pub architectures: &'static [&'static str],
     /// Keys beyond [`crate::config::COMMON_KEYS`], each with the grade's source.
     pub keys: &'static [(&'static str, Grade)],
+    /// More keys of this family alone, when `keys` is a table shared with sibling families.
+    pub more_keys: &'static [(&'static str, Grade)],
     pub tensors: &'static [&'static [TensorGroup]],
     /// Where MTP layers live, when the family has them.
     pub mtp: Option<MtpLayout>,
@@ -117,6 +120,7 @@ impl Family {
         model_types: &[],
         architectures: &[],
         keys: &[],
+        more_keys: &[],
         tensors: &[],
         mtp: None,
         mtp_tensors: &[],
@@ -131,6 +135,7 @@ pub static FAMILIES: &[&Family] = &[
     &llama::FAMILY,
     &qwen::FAMILY,
     &qwen::MOE_FAMILY,
+    &qwen::QWEN2_MOE_FAMILY,
     &mixtral::FAMILY,
     &deepseek::FAMILY,
     &gpt_oss::FAMILY,
@@ -138,6 +143,8 @@ pub static FAMILIES: &[&Family] = &[
     &phi3::FAMILY,
     &qwen3_5::FAMILY,
     &qwen3_5::MOE_FAMILY,
+    &qwen3_vl::FAMILY,
+    &qwen3_vl::MOE_FAMILY,
 ];
 
 /// The family whose language model is `model_type`.

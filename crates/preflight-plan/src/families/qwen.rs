@@ -1,9 +1,11 @@
-//! Qwen2 / Qwen3 (dense) and Qwen3-MoE. Qwen3 adds QK-norm and declares `head_dim`
-//! (128 on Qwen3-0.6B, where hidden/heads would say 64). Sliding attention applies only
-//! when `use_sliding_window` is set, to layers from `max_window_layers` on.
+//! Qwen2 / Qwen3 (dense), Qwen2-MoE and Qwen3-MoE. Qwen3 adds QK-norm and declares
+//! `head_dim` (128 on Qwen3-0.6B, where hidden/heads would say 64). Sliding attention
+//! applies only when `use_sliding_window` is set, to layers from `max_window_layers` on.
+//! Qwen2-MoE adds a gated shared expert beside the routed ones.
 
 use super::*;
 
+/// Keys of transformers' Qwen2Config / Qwen3Config (and the MoE configs' shared ones).
 const KEYS: &[(&str, Grade)] = &[
     ("num_hidden_layers", Grade::Consumed),
     ("hidden_size", Grade::Consumed),
@@ -27,6 +29,26 @@ const KEYS: &[(&str, Grade)] = &[
     ("decoder_sparse_step", Grade::Consumed),
     ("mlp_only_layers", Grade::Consumed),
     ("norm_topk_prob", Grade::Numerics),
+    // Qwen2.5 configs carry it; Qwen2Config does not define it and modeling_qwen2.py never
+    // reads it (transformers 5.24.0).
+    ("use_mrope", Grade::Ignored),
+];
+
+/// Qwen3-MoE: its keys, plus keys some Qwen3-MoE checkpoints carry (Qwen3-Coder-480B-A35B)
+/// that `Qwen3MoeConfig` does not define and modeling_qwen3_moe.py never reads
+/// (transformers 5.24.0): attention bias is `attention_bias`, QK-norm is unconditional, and
+/// Qwen3-MoE has no shared expert.
+const QWEN3_MOE_KEYS: &[(&str, Grade)] = &[
+    ("qkv_bias", Grade::Ignored),
+    ("use_qk_norm", Grade::Ignored),
+    ("shared_expert_intermediate_size", Grade::Ignored),
+];
+
+/// Qwen2-MoE (configuration_qwen2_moe.py): `qkv_bias` sets the q/k/v biases, and a gated
+/// shared expert is `shared_expert_intermediate_size` wide.
+const QWEN2_MOE_KEYS: &[(&str, Grade)] = &[
+    ("qkv_bias", Grade::Consumed),
+    ("shared_expert_intermediate_size", Grade::Consumed),
 ];
 
 pub static FAMILY: Family = Family {
@@ -45,22 +67,18 @@ pub static FAMILY: Family = Family {
     ..Family::BASE
 };
 
+const ROUTED: &[TensorGroup] = &[
+    group("model.layers.N.mlp.gate.weight", Router),
+    group("model.layers.N.mlp.experts.N.{gate,up,down}_proj.weight", Experts),
+];
+
 pub static MOE_FAMILY: Family = Family {
     name: "qwen_moe",
     model_types: &["qwen3_moe"],
-    keys: KEYS,
-    tensors: &[
-        EMBED_NORM_HEAD,
-        QKVO,
-        QKV_BIAS,
-        QK_NORM,
-        GATED_MLP,
-        &[
-            group("model.layers.N.mlp.gate.weight", Router),
-            group("model.layers.N.mlp.experts.N.{gate,up,down}_proj.weight", Experts),
-        ],
-    ],
     architectures: &["Qwen3MoeForCausalLM"],
+    keys: KEYS,
+    more_keys: QWEN3_MOE_KEYS,
+    tensors: &[EMBED_NORM_HEAD, QKVO, QKV_BIAS, QK_NORM, GATED_MLP, ROUTED],
     normalize,
     gguf: Some(Gguf {
         architectures: &[("qwen3moe", "qwen3_moe")],
@@ -71,7 +89,50 @@ pub static MOE_FAMILY: Family = Family {
     ..Family::BASE
 };
 
+pub static QWEN2_MOE_FAMILY: Family = Family {
+    name: "qwen2_moe",
+    model_types: &["qwen2_moe"],
+    architectures: &["Qwen2MoeForCausalLM"],
+    keys: KEYS,
+    more_keys: QWEN2_MOE_KEYS,
+    tensors: &[
+        EMBED_NORM_HEAD,
+        QKVO,
+        QKV_BIAS,
+        GATED_MLP,
+        ROUTED,
+        &[
+            group(
+                "model.layers.N.mlp.shared_expert.{gate,up,down}_proj.weight",
+                SharedExperts,
+            ),
+            group("model.layers.N.mlp.shared_expert_gate.weight", SharedExperts),
+        ],
+    ],
+    normalize,
+    gguf: Some(Gguf {
+        architectures: &[("qwen2moe", "qwen2_moe")],
+        keys: &[],
+        tensors: &[],
+        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, QWEN2_MOE_FAMILY.name, kv, 1),
+    }),
+    ..Family::BASE
+};
+
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let family = match model_type {
+        "qwen3_moe" => MOE_FAMILY.name,
+        "qwen2_moe" => QWEN2_MOE_FAMILY.name,
+        _ => FAMILY.name,
+    };
+    let moe = model_type.ends_with("_moe");
+    read(model_type, family, moe, cfg)
+}
+
+/// A Qwen decoder (Qwen2, Qwen3, their MoE forms, Qwen3-VL's language model): spans from
+/// `layer_types` or the sliding-window keys, experts on every `decoder_sparse_step`-th layer
+/// but `mlp_only_layers`, a shared expert when `shared_expert_intermediate_size` is read.
+pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;
     let window = cfg.opt_u64("sliding_window");
     let spans_per_layer = match layer_types(cfg, dims.layers, window)? {
@@ -91,7 +152,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         }
         None => vec![Span::Full; dims.layers as usize],
     };
-    let moe = if model_type == "qwen3_moe" {
+    let moe = if is_moe {
         let experts = match cfg.value("num_experts") {
             Some(_) => cfg.u64("num_experts")?,
             None => cfg.u64("num_local_experts")?,
@@ -102,10 +163,14 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         let dense_layers = (0..dims.layers)
             .filter(|i| mlp_only.contains(i) || (i + 1) % step != 0)
             .collect();
+        let shared = match family == QWEN2_MOE_FAMILY.name {
+            true => u64::from(cfg.opt_positive("shared_expert_intermediate_size").is_some()),
+            false => 0,
+        };
         Some(Moe {
             experts,
             active,
-            shared: 0,
+            shared,
             dense_layers,
             expert_intermediate_size: cfg.opt_positive("moe_intermediate_size"),
         })
@@ -124,7 +189,6 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     }
     // `intermediate_size` is the dense width: only meaningful when some layer is dense.
     let dense = moe.as_ref().is_none_or(|m| !m.dense_layers.is_empty());
-    let family = if moe.is_some() { MOE_FAMILY.name } else { FAMILY.name };
     let mut model = dims.model(model_type, family, spans(&dims, spans_per_layer), moe);
     if !dense {
         model.intermediate = None;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use preflight_plan::{Component, PlanOptions, Verdict, plan};
+use preflight_plan::{Code, Component, PlanOptions, Verdict, plan};
 use serde_json::Value;
 
 use crate::support::{all_repos, expected, fixtures, materialize};
@@ -163,4 +163,35 @@ fn attention_kinds_per_layer_come_from_the_config() {
             qk_rope_head_dim: 64
         }));
     assert!(kinds("meta-llama/Llama-3.1-8B").iter().all(|a| *a == Attention::Full));
+}
+
+/// Qwen3-Coder-480B-A35B's config carries `qkv_bias`, `use_qk_norm` and
+/// `shared_expert_intermediate_size`, which transformers' Qwen3-MoE config class does not
+/// define and its modeling code never reads: recorded as info, never a refusal.
+#[test]
+fn qwen3_coder_keys_the_reference_ignores_are_info() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = materialize("Qwen/Qwen3-30B-A3B", dir.path());
+    let config_path = path.join("config.json");
+    let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).expect("config")).expect("json");
+    config["qkv_bias"] = false.into();
+    config["use_qk_norm"] = true.into();
+    config["shared_expert_intermediate_size"] = 0.into();
+    std::fs::write(&config_path, serde_json::to_vec(&config).expect("json")).expect("write");
+    let verdict = plan_path(&path);
+    assert!(verdict.admissible, "{:#?}", verdict.artifacts[0].findings);
+    let ignored: Vec<&str> = verdict.artifacts[0]
+        .findings
+        .iter()
+        .filter(|f| f.code == Code::ConfigIgnoredByReference)
+        .map(|f| f.subject.as_str())
+        .collect();
+    assert_eq!(ignored.len(), 3, "one info finding per ignored key: {ignored:?}");
+    for key in ["qkv_bias", "use_qk_norm", "shared_expert_intermediate_size"] {
+        assert!(ignored.contains(&format!("config.{key}").as_str()), "{key}");
+    }
+    // A key no grade table knows stays fail-closed.
+    config["not_a_qwen_key"] = 1.into();
+    std::fs::write(&config_path, serde_json::to_vec(&config).expect("json")).expect("write");
+    assert!(!plan_path(&path).admissible);
 }
