@@ -59,3 +59,27 @@ fn qwen3_5_state_splits_over_ranks() {
         .expect("16 heads, 2 KV heads and 512-wide experts split 2 ways");
     assert_eq!(rank.kv_cache_bytes, whole.kv_cache_bytes / 2);
 }
+
+/// DeepSeek-V3.2 (NVFP4 weights, KV in the model's bf16): every layer caches the MLA latent
+/// and the sparse-attention indexer's key. Latent (vLLM `MLAAttentionSpec`): kv_lora_rank
+/// 512 + qk_rope_head_dim 64 = 576 elements × 2 bytes = 1,152. Indexer key (vLLM
+/// deepseek_v2.py l.660–671, `DeepseekV32IndexerCache`): index_head_dim 128 FP8 bytes + one
+/// F32 scale per 128-element block = 128 + 4 = 132. 1,284 bytes a layer; 61 layers = 78,324.
+#[test]
+fn deepseek_v3_2_caches_latent_and_indexer_key_per_token() {
+    let m = memory_of("nvidia/DeepSeek-V3.2-NVFP4", r#"{"context": 4096}"#);
+    assert_eq!(m.kv_cache_bytes_per_token, 61 * (1_152 + 132));
+    assert_eq!(m.kv_cache.len(), 1);
+    let group = &m.kv_cache[0];
+    assert_eq!(
+        (group.kind, group.layers, group.bytes_per_token_per_layer),
+        (CacheKind::MlaIndexer, 61, Some(1_284))
+    );
+    assert_eq!(m.state_bytes_per_sequence, 0);
+    // The MTP layer is one more layer of the same kind when asked for.
+    let with_mtp = memory_of(
+        "nvidia/DeepSeek-V3.2-NVFP4",
+        r#"{"context": 4096, "include_mtp": true}"#,
+    );
+    assert_eq!(with_mtp.kv_cache_bytes_per_token, 62 * 1_284);
+}

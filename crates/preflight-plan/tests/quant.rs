@@ -1,0 +1,269 @@
+//! Quantization schemes, each on a small synthetic llama whose linear layers are stored as
+//! the scheme stores them: the logical parameter count must equal the unquantized model's
+//! (packed 4-bit counted unpacked, scales and zero points excluded), the scheme named, and
+//! nothing left unplaced.
+
+use preflight_formats::config::Config;
+use preflight_formats::facts::{ArtifactFacts, Content, SafetensorsFile, SourceRef, StagingStats};
+use preflight_formats::safetensors::{Header, TensorInfo, dtype_bits};
+use preflight_plan::{PlanOptions, Verdict, plan};
+use serde_json::{Value, json};
+
+const HIDDEN: u64 = 64;
+const FFN: u64 = 128;
+const VOCAB: u64 = 256;
+const LAYERS: u64 = 2;
+
+type Spec = (String, &'static str, Vec<u64>);
+
+fn config(quantization: Option<Value>) -> Value {
+    let mut c = json!({
+        "model_type": "llama", "hidden_size": HIDDEN, "intermediate_size": FFN,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": LAYERS, "vocab_size": VOCAB, "max_position_embeddings": 4096,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16"
+    });
+    if let Some(q) = quantization {
+        c["quantization_config"] = q;
+    }
+    c
+}
+
+/// (name stem, rows, cols) of every linear layer a quantization scheme rewrites.
+fn linears() -> Vec<(String, u64, u64)> {
+    let mut out = Vec::new();
+    for l in 0..LAYERS {
+        let p = format!("model.layers.{l}.");
+        out.extend([
+            (format!("{p}self_attn.q_proj"), 64, HIDDEN),
+            (format!("{p}self_attn.k_proj"), 32, HIDDEN),
+            (format!("{p}self_attn.v_proj"), 32, HIDDEN),
+            (format!("{p}self_attn.o_proj"), HIDDEN, 64),
+            (format!("{p}mlp.gate_proj"), FFN, HIDDEN),
+            (format!("{p}mlp.up_proj"), FFN, HIDDEN),
+            (format!("{p}mlp.down_proj"), HIDDEN, FFN),
+        ]);
+    }
+    out
+}
+
+/// Embedding, norms and lm_head: left in BF16 by every scheme here.
+fn unquantized() -> Vec<Spec> {
+    let mut t = vec![
+        ("model.embed_tokens.weight".to_owned(), "BF16", vec![VOCAB, HIDDEN]),
+        ("model.norm.weight".to_owned(), "BF16", vec![HIDDEN]),
+        ("lm_head.weight".to_owned(), "BF16", vec![VOCAB, HIDDEN]),
+    ];
+    for l in 0..LAYERS {
+        t.push((format!("model.layers.{l}.input_layernorm.weight"), "BF16", vec![HIDDEN]));
+        t.push((
+            format!("model.layers.{l}.post_attention_layernorm.weight"),
+            "BF16",
+            vec![HIDDEN],
+        ));
+    }
+    t
+}
+
+fn logical_total() -> u64 {
+    let linear: u64 = linears().iter().map(|(_, r, c)| r * c).sum();
+    let rest: u64 = unquantized().iter().map(|(_, _, s)| s.iter().product::<u64>()).sum();
+    linear + rest
+}
+
+fn facts(config: Value, tensors: Vec<Spec>, quant_config: Option<Value>) -> ArtifactFacts {
+    let mut offset = 0;
+    let tensors = tensors
+        .into_iter()
+        .map(|(name, dtype, shape)| {
+            let bits = dtype_bits(dtype).expect("known dtype");
+            let bytes = (shape.iter().product::<u64>() * bits).div_ceil(8);
+            let info = TensorInfo {
+                name,
+                dtype: dtype.to_owned(),
+                shape,
+                data_offsets: [offset, offset + bytes],
+            };
+            offset += bytes;
+            info
+        })
+        .collect();
+    let object = |v: Value| Config {
+        raw: v.as_object().expect("object").clone(),
+    };
+    ArtifactFacts {
+        source: SourceRef {
+            spec: "synthetic".into(),
+            ..SourceRef::default()
+        },
+        config: Some(object(config)),
+        quant_config: quant_config.map(object),
+        content: Content::Safetensors {
+            files: vec![SafetensorsFile {
+                name: "model.safetensors".into(),
+                size: None,
+                header: Header {
+                    tensors,
+                    metadata: None,
+                    json_len: 0,
+                    issues: vec![],
+                },
+            }],
+            index: None,
+            missing_files: vec![],
+        },
+        staging: StagingStats::default(),
+    }
+}
+
+/// Plan a checkpoint whose linear layers are `per_linear(stem, rows, cols)`.
+fn plan_scheme(
+    quantization: Option<Value>,
+    quant_config: Option<Value>,
+    per_linear: impl Fn(&str, u64, u64) -> Vec<Spec>,
+) -> Verdict {
+    let mut tensors = unquantized();
+    for (stem, rows, cols) in linears() {
+        tensors.extend(per_linear(&stem, rows, cols));
+    }
+    plan(
+        &[facts(config(quantization), tensors, quant_config)],
+        &PlanOptions::default(),
+    )
+}
+
+fn assert_exact(v: &Verdict, method: &str, logical_dtype: &str) {
+    let a = &v.artifacts[0];
+    assert!(v.admissible, "{method}: {:#?}", a.findings);
+    assert_eq!(a.parameters.total, logical_total(), "{method}: logical parameters");
+    let q = a
+        .architecture
+        .as_ref()
+        .and_then(|x| x.quantization.as_ref())
+        .expect("quantization");
+    assert_eq!(q.method, method);
+    let linear: u64 = linears().iter().map(|(_, r, c)| r * c).sum();
+    assert_eq!(
+        a.parameters.by_dtype.get(logical_dtype),
+        Some(&linear),
+        "{method}: {:?}",
+        a.parameters.by_dtype
+    );
+}
+
+fn spec(name: String, dtype: &'static str, shape: Vec<u64>) -> Spec {
+    (name, dtype, shape)
+}
+
+#[test]
+fn compressed_tensors_fp8_static_and_dynamic() {
+    for dynamic in [false, true] {
+        let q = json!({
+            "quant_method": "compressed-tensors", "format": "float-quantized",
+            "config_groups": {"group_0": {
+                "weights": {"num_bits": 8, "type": "float", "strategy": if dynamic { "channel" } else { "tensor" }},
+                "input_activations": {"num_bits": 8, "type": "float", "dynamic": dynamic}
+            }}
+        });
+        let v = plan_scheme(Some(q), None, |stem, rows, cols| {
+            let mut t = vec![spec(format!("{stem}.weight"), "F8_E4M3", vec![rows, cols])];
+            if dynamic {
+                t.push(spec(format!("{stem}.weight_scale"), "BF16", vec![rows, 1]));
+            } else {
+                t.push(spec(format!("{stem}.weight_scale"), "F32", vec![1]));
+                t.push(spec(format!("{stem}.input_scale"), "F32", vec![1]));
+            }
+            t
+        });
+        assert_exact(&v, "compressed-tensors", "F8_E4M3");
+    }
+}
+
+#[test]
+fn compressed_tensors_w8a8_int8() {
+    let q = json!({
+        "quant_method": "compressed-tensors", "format": "int-quantized",
+        "config_groups": {"group_0": {
+            "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+            "input_activations": {"num_bits": 8, "type": "int", "dynamic": true}
+        }}
+    });
+    let v = plan_scheme(Some(q), None, |stem, rows, cols| {
+        vec![
+            spec(format!("{stem}.weight"), "I8", vec![rows, cols]),
+            spec(format!("{stem}.weight_scale"), "BF16", vec![rows, 1]),
+        ]
+    });
+    assert_exact(&v, "compressed-tensors", "I8");
+}
+
+#[test]
+fn compressed_tensors_w4a16_packs_eight_values_an_i32() {
+    let q = json!({
+        "quant_method": "compressed-tensors", "format": "pack-quantized",
+        "config_groups": {"group_0": {
+            "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32}
+        }}
+    });
+    let v = plan_scheme(Some(q), None, |stem, rows, cols| {
+        vec![
+            spec(format!("{stem}.weight_packed"), "I32", vec![rows, cols / 8]),
+            spec(format!("{stem}.weight_scale"), "BF16", vec![rows, cols / 32]),
+            spec(format!("{stem}.weight_shape"), "I64", vec![2]),
+        ]
+    });
+    assert_exact(&v, "compressed-tensors", "INT4");
+}
+
+#[test]
+fn fp8_static_per_tensor() {
+    let q = json!({"quant_method": "fp8", "activation_scheme": "static"});
+    let v = plan_scheme(Some(q), None, |stem, rows, cols| {
+        vec![
+            spec(format!("{stem}.weight"), "F8_E4M3", vec![rows, cols]),
+            spec(format!("{stem}.weight_scale"), "F32", vec![]),
+            spec(format!("{stem}.input_scale"), "F32", vec![]),
+        ]
+    });
+    assert_exact(&v, "fp8", "F8_E4M3");
+}
+
+/// ModelOpt declares itself in `hf_quant_config.json`, beside a config.json without
+/// `quantization_config`.
+#[test]
+fn modelopt_fp8_per_tensor_from_hf_quant_config() {
+    let record = json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8", "exclude_modules": ["lm_head"]}});
+    let v = plan_scheme(None, Some(record), |stem, rows, cols| {
+        vec![
+            spec(format!("{stem}.weight"), "F8_E4M3", vec![rows, cols]),
+            spec(format!("{stem}.weight_scale"), "F32", vec![]),
+            spec(format!("{stem}.input_scale"), "F32", vec![]),
+        ]
+    });
+    assert_exact(&v, "modelopt", "F8_E4M3");
+}
+
+/// NVFP4: two E2M1 values a U8 byte, an F8_E4M3 scale per 16, a per-tensor F32 scale.
+#[test]
+fn modelopt_nvfp4_counts_two_values_a_byte() {
+    let record = json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}});
+    let v = plan_scheme(None, Some(record), |stem, rows, cols| {
+        vec![
+            spec(format!("{stem}.weight"), "U8", vec![rows, cols / 2]),
+            spec(format!("{stem}.weight_scale"), "F8_E4M3", vec![rows, cols / 16]),
+            spec(format!("{stem}.weight_scale_2"), "F32", vec![]),
+            spec(format!("{stem}.input_scale"), "F32", vec![]),
+        ]
+    });
+    assert_exact(&v, "modelopt", "NVFP4");
+}
+
+#[test]
+fn an_unknown_modelopt_algorithm_is_refused() {
+    let record = json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "W9A9"}});
+    let v = plan_scheme(None, Some(record), |stem, rows, cols| {
+        vec![spec(format!("{stem}.weight"), "BF16", vec![rows, cols])]
+    });
+    assert!(!v.admissible);
+    assert!(v.artifacts[0].findings.iter().any(|f| f.code == "quantization.unknown"));
+}
