@@ -13,7 +13,7 @@ use crate::families::{self, Placement, llama_cpp, pattern_matches};
 use crate::findings::{Code, Findings};
 use crate::memory::WeightsLayout;
 use crate::model::Model;
-use crate::tensors::{self, DtypeNames, Kind, Record, ShapeCheck, shape_of_name};
+use crate::tensors::{self, DtypeNames, FastMap, Kind, Record, ShapeCheck, ShapeId, Shapes};
 use crate::verdict::{Component, Parameters, Quantization};
 
 pub struct Planned {
@@ -57,6 +57,8 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     }
     let understood = understand(&first.header.kv, findings);
     let mut names = DtypeNames::default();
+    let mut shapes = Shapes::default();
+    let mut placed: FastMap<(ShapeId, bool), Option<(Component, Placement)>> = FastMap::default();
     let mut records = Vec::new();
     let mut seen = HashSet::new();
     for part in parts {
@@ -71,31 +73,37 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             let elements = tensor.elements();
             let ty = gguf::ggml_type(tensor.ggml_type);
             let dtype = match ty {
-                Some(t) => names.stored(t.name),
-                None => names.stored(&format!("type{}", tensor.ggml_type)),
+                Some(t) => names.intern(t.name),
+                None => names.intern(&format!("type{}", tensor.ggml_type)),
             };
             let bytes = ty.map_or(0, |t| (elements / t.block_elements).saturating_mul(t.block_bytes));
-            let shape = shape_of_name(&tensor.name);
+            let shape = shapes.of(&tensor.name);
             let kind = match &understood {
                 None => Kind::Unclassified {
                     params: elements,
                     dtype,
                 },
-                Some((family, normalized)) => match classify(family, &normalized.model, &shape) {
-                    Some((component, placement)) => Kind::Param {
-                        component,
-                        placement,
-                        params: if component == Component::Buffer { 0 } else { elements },
-                        dtype,
-                        // GGUF dims run innermost first; shapes are checked on safetensors.
-                        checked: ShapeCheck::None,
-                    },
-                    None => Kind::Unplaced,
-                },
+                Some((family, normalized)) => {
+                    let past_main = shape.layer.is_some_and(|l| l >= normalized.model.layers.len() as u64);
+                    let class = *placed
+                        .entry((shape.id, past_main))
+                        .or_insert_with(|| classify(family, shapes.name(shape.id), past_main));
+                    match class {
+                        Some((component, placement)) => Kind::Param {
+                            component,
+                            placement,
+                            params: if component == Component::Buffer { 0 } else { elements },
+                            dtype,
+                            // GGUF dims run innermost first; shapes are checked on safetensors.
+                            checked: ShapeCheck::None,
+                        },
+                        None => Kind::Unplaced,
+                    }
+                }
             };
             records.push(Record {
                 name: &tensor.name,
-                normalized: shape.normalized,
+                shape_id: shape.id,
                 stored: dtype,
                 shape: &tensor.dims,
                 elements,
@@ -106,7 +114,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             });
         }
     }
-    tensors::unplaced_findings(&records, "llama.cpp defines", findings);
+    tensors::unplaced_findings(&records, &shapes, "llama.cpp defines", findings);
     let elements_by_type = tensors::elements_by_dtype(&records, &names);
     let mut model = understood.map(|(_, n)| n.model);
     if let Some(model) = model.as_mut() {
@@ -145,20 +153,18 @@ fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) 
 
 /// A llama.cpp tensor's component: the family's own names first, then the common ones;
 /// blocks past the main stack are MTP (`nextn`) layers.
-fn classify(family: &families::Family, model: &Model, shape: &tensors::NameShape) -> Option<(Component, Placement)> {
+fn classify(family: &families::Family, normalized: &str, past_main: bool) -> Option<(Component, Placement)> {
     let extra = family.gguf.as_ref().map_or(&[][..], |g| g.tensors);
     let group = extra
         .iter()
         .chain(llama_cpp::TENSORS)
-        .find(|g| pattern_matches(g.pattern, &shape.normalized))?;
-    let component = match shape.layer {
-        Some(l) if l >= model.layers.len() as u64 && group.component != Component::Buffer => Component::Mtp,
-        _ => group.component,
+        .find(|g| pattern_matches(g.pattern, normalized))?;
+    let component = match past_main && group.component != Component::Buffer {
+        true => Component::Mtp,
+        false => group.component,
     };
-    let replicated = component.is_replicated()
-        || llama_cpp::TP_REPLICATED
-            .iter()
-            .any(|p| pattern_matches(p, &shape.normalized));
+    let replicated =
+        component.is_replicated() || llama_cpp::TP_REPLICATED.iter().any(|p| pattern_matches(p, normalized));
     Some((
         component,
         if replicated {

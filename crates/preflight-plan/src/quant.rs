@@ -234,7 +234,11 @@ impl Method {
 /// The tensor's role, and the name of the parameter it stands for (a `_blocks` tensor stands
 /// for the weight it packs).
 pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n, str>, Role) {
-    if SCALE_SUFFIXES.iter().any(|(suffix, _)| name.ends_with(suffix)) || name.contains(".weight.quant_state.") {
+    // Most tensors are plain `….weight`s: settle them without trying every suffix.
+    let plain_weight = name.ends_with(".weight");
+    if !plain_weight
+        && (SCALE_SUFFIXES.iter().any(|(suffix, _)| name.ends_with(suffix)) || name.contains(".weight.quant_state."))
+    {
         return (Cow::Borrowed(name), Role::Scale);
     }
     if let Some(base) = name.strip_suffix("_blocks") {

@@ -2,7 +2,7 @@
 //! read by its family (a multimodal wrapper as a language model plus encoders), every tensor
 //! classified once into a record, then folded.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use preflight_formats::facts::{ArtifactFacts, SafetensorsFile};
 use preflight_formats::index::Index;
@@ -15,7 +15,9 @@ use crate::findings::{Code, Findings};
 use crate::memory::WeightsLayout;
 use crate::model::Model;
 use crate::quant::{self, Role};
-use crate::tensors::{self, Classifier, DtypeNames, Kind, NAMED_PER_FINDING, Record, ShapeCheck, shape_of_name};
+use crate::tensors::{
+    self, Classifier, DtypeNames, FastMap, Kind, NAMED_PER_FINDING, Record, ShapeCheck, ShapeId, Shapes,
+};
 use crate::verdict::{Component, Parameters};
 
 /// What planning one safetensors artifact yields.
@@ -43,9 +45,9 @@ pub fn plan(
     missing: &[String],
     findings: &mut Findings,
 ) -> Planned {
-    header_findings(files, findings);
+    let located = header_findings(files, findings);
     if let Some(index) = index {
-        index_findings(index, files, missing, findings);
+        index_findings(index, files, &located, missing, findings);
     }
     let understood = facts.config.as_ref().and_then(|config| {
         let quant_config = facts.quant_config.as_ref().map(|q| &q.raw);
@@ -59,11 +61,12 @@ pub fn plan(
         );
     }
     let mut names = DtypeNames::default();
-    let records = records(files, understood.as_ref(), &mut names, findings);
-    tensors::unplaced_findings(&records, "of this architecture", findings);
+    let mut shapes = Shapes::default();
+    let records = records(files, &located, understood.as_ref(), &mut names, &mut shapes, findings);
+    tensors::unplaced_findings(&records, &shapes, "of this architecture", findings);
     let mut model = understood.as_ref().map(|u| {
         let mut model = u.normalized.model.clone();
-        tensors::check_shapes(&records, &u.normalized.shapes, findings);
+        tensors::check_shapes(&records, &shapes, &u.normalized.shapes, findings);
         model.quantization = u.method.as_ref().map(|m| m.summary.clone());
         model
     });
@@ -88,11 +91,13 @@ fn elements_of(shape: &[u64]) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
-/// Classify every tensor once.
+/// Classify every tensor once; each distinct name shape is matched against the family once.
 fn records<'a>(
     files: &'a [SafetensorsFile],
+    all: &FastMap<&str, &str>,
     understood: Option<&'a Understood>,
     names: &mut DtypeNames,
+    shapes: &mut Shapes,
     findings: &mut Findings,
 ) -> Vec<Record<'a>> {
     let classifier = understood.map(|u| Classifier {
@@ -101,58 +106,74 @@ fn records<'a>(
         encoders: u.encoders.clone(),
     });
     let method = understood.and_then(|u| u.method.as_ref());
-    let all: HashSet<&str> = files
-        .iter()
-        .flat_map(|f| f.header.tensors.iter().map(|t| t.name.as_str()))
-        .collect();
+    type Placed = Option<(Component, crate::families::Placement)>;
+    let mut params: FastMap<(ShapeId, bool), Placed> = FastMap::default();
+    let mut scales: FastMap<(ShapeId, bool), Placed> = FastMap::default();
     let mut orphan_scales: Vec<&str> = Vec::new();
-    let mut out = Vec::with_capacity(all.len());
+    let mut out = Vec::with_capacity(files.iter().map(|f| f.header.tensors.len()).sum());
     for tensor in files.iter().flat_map(|f| &f.header.tensors) {
         let elements = elements_of(&tensor.shape);
         let bytes = tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]);
         let (base, role) = quant::role(&tensor.name, &tensor.dtype, method);
-        let stored = names.stored(&tensor.dtype);
-        let shape = shape_of_name(&base);
+        let stored = names.intern(&tensor.dtype);
+        let shape = shapes.of(&base);
         let kind = match (role, &classifier) {
             (Role::Scale, _) => {
                 if let Some(scaled) = quant::scaled_tensor(&tensor.name)
-                    && !all.contains(scaled.as_str())
+                    && !all.contains_key(scaled.as_str())
                 {
                     orphan_scales.push(&tensor.name);
                 }
-                let owner = classifier.as_ref().and_then(|c| {
-                    let owner = quant::scale_owner(&tensor.name)?;
-                    c.classify(&owner, &shape_of_name(&owner))
-                });
+                let owner = match &classifier {
+                    None => None,
+                    Some(c) => match scales.get(&(shape.id, c.past_main_stack(shape.layer))) {
+                        Some(placed) => *placed,
+                        None => {
+                            let placed = quant::scale_owner(&tensor.name).and_then(|owner| {
+                                let owner = shapes.of(&owner);
+                                let name = shapes.name(owner.id).to_owned();
+                                c.classify(&name, c.past_main_stack(owner.layer))
+                            });
+                            scales.insert((shape.id, c.past_main_stack(shape.layer)), placed);
+                            placed
+                        }
+                    },
+                };
                 Kind::Scale { owner }
             }
             (Role::Param { factor, dtype }, None) => Kind::Unclassified {
                 params: elements.saturating_mul(factor),
-                dtype: dtype.map_or(stored, tensors::DtypeName::Logical),
+                dtype: dtype.map_or(stored, |logical| names.intern(logical)),
             },
-            (Role::Param { factor, dtype }, Some(c)) => match c.classify(&base, &shape) {
-                Some((component, placement)) => Kind::Param {
-                    component,
-                    placement,
-                    params: match component {
-                        Component::Buffer => 0,
-                        _ => elements.saturating_mul(factor),
+            (Role::Param { factor, dtype }, Some(c)) => {
+                let in_mtp = c.past_main_stack(shape.layer);
+                let placed = *params
+                    .entry((shape.id, in_mtp))
+                    .or_insert_with(|| c.classify(shapes.name(shape.id), in_mtp));
+                match placed {
+                    Some((component, placement)) => Kind::Param {
+                        component,
+                        placement,
+                        params: match component {
+                            Component::Buffer => 0,
+                            _ => elements.saturating_mul(factor),
+                        },
+                        dtype: dtype.map_or(stored, |logical| names.intern(logical)),
+                        // Packed storage reshapes: GPTQ/AWQ transpose, bitsandbytes flattens,
+                        // NVFP4 halves the last dimension. MXFP4 blocks keep the experts first.
+                        checked: match (factor, dtype) {
+                            (1, _) => ShapeCheck::All,
+                            (_, Some("MXFP4" | "NVFP4")) => ShapeCheck::Leading,
+                            _ => ShapeCheck::None,
+                        },
                     },
-                    dtype: dtype.map_or(stored, tensors::DtypeName::Logical),
-                    // Packed storage reshapes: GPTQ/AWQ transpose, bitsandbytes flattens,
-                    // NVFP4 halves the last dimension. MXFP4 blocks keep the experts first.
-                    checked: match (factor, dtype) {
-                        (1, _) => ShapeCheck::All,
-                        (_, Some("MXFP4" | "NVFP4")) => ShapeCheck::Leading,
-                        _ => ShapeCheck::None,
-                    },
-                },
-                None => Kind::Unplaced,
-            },
+                    None => Kind::Unplaced,
+                }
+            }
         };
         out.push(Record {
             name: &tensor.name,
-            normalized: shape.normalized,
+            shape_id: shape.id,
             stored,
             shape: &tensor.shape,
             elements,
@@ -258,8 +279,11 @@ fn grade_wrapper(raw: &Map<String, Value>, wrapper: Option<&Wrapper>, findings: 
     }
 }
 
-fn header_findings(files: &[SafetensorsFile], findings: &mut Findings) {
-    let mut seen: HashMap<&str, &str> = HashMap::new();
+/// Header issues and cross-shard duplicates; returns where each tensor is (name → file),
+/// the one map every later check looks names up in.
+fn header_findings<'a>(files: &'a [SafetensorsFile], findings: &mut Findings) -> FastMap<&'a str, &'a str> {
+    let mut seen: FastMap<&str, &str> = FastMap::default();
+    seen.reserve(files.iter().map(|f| f.header.tensors.len()).sum());
     for file in files {
         for issue in &file.header.issues {
             let (code, subject, detail) = match issue {
@@ -330,9 +354,16 @@ fn header_findings(files: &[SafetensorsFile], findings: &mut Findings) {
             }
         }
     }
+    seen
 }
 
-fn index_findings(index: &Index, files: &[SafetensorsFile], missing: &[String], findings: &mut Findings) {
+fn index_findings(
+    index: &Index,
+    files: &[SafetensorsFile],
+    located: &FastMap<&str, &str>,
+    missing: &[String],
+    findings: &mut Findings,
+) {
     for shard in missing {
         findings.push(
             Code::IndexMissingShard,
@@ -340,15 +371,12 @@ fn index_findings(index: &Index, files: &[SafetensorsFile], missing: &[String], 
             "the index names this shard but it is not there",
         );
     }
-    let mut located: HashMap<&str, &str> = HashMap::new();
-    for file in files {
-        for tensor in &file.header.tensors {
-            located.insert(&tensor.name, &file.name);
-        }
-    }
     let mut absent = Vec::new();
+    let mut listed_and_present = 0usize;
     for (tensor, shard) in &index.weight_map {
-        match located.get(tensor.as_str()) {
+        let found = located.get(tensor.as_str());
+        listed_and_present += usize::from(found.is_some());
+        match found {
             None if !missing.contains(shard) => absent.push(tensor.as_str()),
             Some(found) if found != shard => {
                 findings.mismatch(
@@ -368,11 +396,16 @@ fn index_findings(index: &Index, files: &[SafetensorsFile], missing: &[String], 
         &absent,
         "listed in the index but in no shard header",
     );
-    let unlisted: Vec<&str> = located
-        .keys()
-        .copied()
-        .filter(|t| !index.weight_map.contains_key(*t))
-        .collect();
+    // Every present tensor the index lists was counted above; only when some are left over
+    // is it worth finding which.
+    let unlisted: Vec<&str> = match listed_and_present == located.len() {
+        true => Vec::new(),
+        false => located
+            .keys()
+            .copied()
+            .filter(|t| !index.weight_map.contains_key(*t))
+            .collect(),
+    };
     group_finding(
         findings,
         Code::IndexUnlistedTensor,

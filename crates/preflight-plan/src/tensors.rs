@@ -3,7 +3,7 @@
 //! separate folds turn the records into parameters, the memory layout, shape checks and
 //! layer checks. Safetensors and GGUF produce records differently and share every fold.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::families::{Family, Placement, ShapeRule, pattern_matches};
 use crate::findings::{Code, Findings};
@@ -14,13 +14,59 @@ use crate::verdict::{Component, Parameters};
 /// At most this many names are listed one by one in a grouped finding; the rest are counted.
 pub const NAMED_PER_FINDING: usize = 5;
 
+/// Hash maps and sets over names from untrusted headers: foldhash is several times faster
+/// than SipHash on short keys, and seeded per process, so crafted names cannot be aimed at
+/// one bucket.
+pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+pub type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+
+/// An interned name shape (see [`Shapes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ShapeId(u32);
+
+/// Tensor names interned by shape: every name with its indices replaced by `N` (and wrapper
+/// prefixes folded) gets one id, so a 92k-tensor checkpoint of ~60 shapes classifies,
+/// places and shape-checks ~60 names, and records carry 4 bytes instead of a string.
+#[derive(Debug, Default)]
+pub struct Shapes {
+    names: Vec<Box<str>>,
+    ids: FastMap<Box<str>, ShapeId>,
+    buffer: String,
+}
+
+impl Shapes {
+    /// The shape of `name`, with its layer and expert indices.
+    pub fn of(&mut self, name: &str) -> NameShape {
+        let (layer, expert) = normalize_into(name, &mut self.buffer);
+        let id = match self.ids.get(self.buffer.as_str()) {
+            Some(id) => *id,
+            None => {
+                let id = ShapeId(self.names.len() as u32);
+                let boxed: Box<str> = self.buffer.as_str().into();
+                self.names.push(boxed.clone());
+                self.ids.insert(boxed, id);
+                id
+            }
+        };
+        NameShape { id, layer, expert }
+    }
+
+    pub fn name(&self, id: ShapeId) -> &str {
+        &self.names[id.0 as usize]
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+}
+
 /// One stored tensor, classified.
 #[derive(Debug, Clone)]
 pub struct Record<'a> {
     pub name: &'a str,
     /// The name with wrapper prefixes folded and every index replaced by `N`: the key shape
     /// rules and unplaced groups are reported under.
-    pub normalized: String,
+    pub shape_id: ShapeId,
     /// The dtype as stored (raw element counts are by this).
     pub stored: DtypeName,
     pub shape: &'a [u64],
@@ -62,55 +108,46 @@ pub enum ShapeCheck {
     None,
 }
 
-/// A dtype name: the stored one, or the logical one a packed format stands for.
+/// A dtype, stored or logical (the type a packed format stands for), interned per
+/// artifact: records carry an index, and the folds compare numbers, not names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DtypeName {
-    Stored(&'static str),
-    Logical(&'static str),
-    /// A stored dtype outside the static table (kept by index into the caller's names).
-    Other(u32),
-}
+pub struct DtypeName(u32);
 
-/// Stored dtype names the readers know, so records carry a `&'static str` and the folds
-/// never allocate a name per tensor.
-pub const KNOWN_DTYPES: &[&str] = &[
-    "BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2", "I8", "U8", "I16", "U16",
-    "I32", "U32", "I64", "U64", "BOOL", "E8M0",
-];
+/// Dtype names scanned linearly before a map takes over: real headers have a handful, a
+/// hostile one may have a million.
+const DTYPES_SCANNED: usize = 8;
 
-/// Interns dtype names: known ones statically, others in a per-artifact table.
+/// Interns dtype names for one artifact.
 #[derive(Debug, Default)]
 pub struct DtypeNames {
-    others: Vec<String>,
+    names: Vec<String>,
+    beyond_scan: FastMap<String, DtypeName>,
 }
 
 impl DtypeNames {
-    pub fn stored(&mut self, name: &str) -> DtypeName {
-        if let Some(known) = KNOWN_DTYPES.iter().find(|k| **k == name) {
-            return DtypeName::Stored(known);
+    pub fn intern(&mut self, name: &str) -> DtypeName {
+        if let Some(i) = self.names.iter().take(DTYPES_SCANNED).position(|n| n == name) {
+            return DtypeName(i as u32);
         }
-        let index = match self.others.iter().position(|o| o == name) {
-            Some(i) => i,
-            None => {
-                self.others.push(name.to_owned());
-                self.others.len() - 1
-            }
-        };
-        DtypeName::Other(index as u32)
+        if let Some(id) = self.beyond_scan.get(name) {
+            return *id;
+        }
+        let id = DtypeName(self.names.len() as u32);
+        self.names.push(name.to_owned());
+        if self.names.len() > DTYPES_SCANNED {
+            self.beyond_scan.insert(name.to_owned(), id);
+        }
+        id
     }
 
     pub fn name(&self, dtype: DtypeName) -> &str {
-        match dtype {
-            DtypeName::Stored(s) | DtypeName::Logical(s) => s,
-            DtypeName::Other(i) => self.others.get(i as usize).map_or("?", String::as_str),
-        }
+        self.names.get(dtype.0 as usize).map_or("?", String::as_str)
     }
 }
 
-/// A tensor name with wrapper prefixes folded onto the plain decoder's names and every
-/// numeric segment replaced by `N`, plus its layer and expert indices.
+/// A tensor name's shape and its layer and expert indices.
 pub struct NameShape {
-    pub normalized: String,
+    pub id: ShapeId,
     pub layer: Option<u64>,
     pub expert: Option<u64>,
 }
@@ -123,37 +160,36 @@ const LANGUAGE_MODEL_PREFIXES: &[(&str, &str)] = &[
     ("model.text_model.", "model."),
 ];
 
-pub fn shape_of_name(name: &str) -> NameShape {
+/// Write `name` with wrapper prefixes folded and every numeric segment as `N` into `out`;
+/// return the layer (after `layers` or `blk`) and expert (after `experts`) indices.
+fn normalize_into(name: &str, out: &mut String) -> (Option<u64>, Option<u64>) {
+    out.clear();
     let (prefix, rest) = LANGUAGE_MODEL_PREFIXES
         .iter()
         .find_map(|(from, to)| Some((*to, name.strip_prefix(from)?)))
         .unwrap_or(("", name));
-    let mut normalized = String::with_capacity(prefix.len() + rest.len());
-    normalized.push_str(prefix);
+    out.push_str(prefix);
     let (mut layer, mut expert) = (None, None);
     let mut previous = "";
     for (i, segment) in rest.split('.').enumerate() {
         if i > 0 {
-            normalized.push('.');
+            out.push('.');
         }
+        let numeric = !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit());
         match segment.parse::<u64>() {
-            Ok(n) if !segment.is_empty() => {
-                normalized.push('N');
+            Ok(n) if numeric => {
+                out.push('N');
                 match previous {
                     "layers" | "blk" if layer.is_none() => layer = Some(n),
                     "experts" if expert.is_none() => expert = Some(n),
                     _ => {}
                 }
             }
-            _ => normalized.push_str(segment),
+            _ => out.push_str(segment),
         }
         previous = segment;
     }
-    NameShape {
-        normalized,
-        layer,
-        expert,
-    }
+    (layer, expert)
 }
 
 /// Classify a parameter tensor's (normalised) name against a family: its component and
@@ -166,33 +202,34 @@ pub struct Classifier<'f> {
 }
 
 impl Classifier<'_> {
-    /// `None` when no group of the family claims the tensor.
-    pub fn classify(&self, raw_name: &str, shape: &NameShape) -> Option<(Component, Placement)> {
-        if let Some((_, component)) = self.encoders.iter().find(|(p, _)| raw_name.starts_with(p)) {
+    /// The component and placement of a tensor of this (normalised) shape, `None` when no
+    /// group of the family claims it. `in_mtp_layer`: its layer index is past the main
+    /// stack (DeepSeek-style appended MTP layers).
+    pub fn classify(&self, normalized: &str, in_mtp_layer: bool) -> Option<(Component, Placement)> {
+        if let Some((_, component)) = self.encoders.iter().find(|(p, _)| normalized.starts_with(p)) {
             // Encoders are small and vLLM replicates most of a ViT's norms; their linear
             // layers shard. Counting them sharded matches what ranks hold to within norms.
             return Some((*component, Placement::Sharded));
         }
-        let (normalized, is_mtp) = match self.family.mtp {
-            Some(crate::families::MtpLayout::Prefixed(prefix)) if raw_name.starts_with(prefix) => {
-                let rest = &shape.normalized[prefix.len()..];
-                let as_decoder = format!("model.{rest}");
+        let is_mtp = match self.family.mtp {
+            Some(crate::families::MtpLayout::Prefixed(prefix)) if normalized.starts_with(prefix) => {
+                let as_decoder = format!("model.{}", &normalized[prefix.len()..]);
                 let component = match self.family.classify(&as_decoder, true) {
                     Some(c) => c,
-                    None => self.family.classify(&shape.normalized, true)?,
+                    None => self.family.classify(normalized, true)?,
                 };
                 return Some((component, self.family.placement(&as_decoder, component)));
             }
-            Some(crate::families::MtpLayout::Appended) => (
-                shape.normalized.as_str(),
-                shape
-                    .layer
-                    .is_some_and(|l| l >= self.model.layers.len() as u64 && self.model.mtp_layers > 0),
-            ),
-            _ => (shape.normalized.as_str(), false),
+            Some(crate::families::MtpLayout::Appended) => in_mtp_layer && self.model.mtp_layers > 0,
+            _ => false,
         };
         let component = self.family.classify(normalized, is_mtp)?;
         Some((component, self.family.placement(normalized, component)))
+    }
+
+    /// Whether a layer index is past the main stack.
+    pub fn past_main_stack(&self, layer: Option<u64>) -> bool {
+        layer.is_some_and(|l| l >= self.model.layers.len() as u64)
     }
 }
 
@@ -338,10 +375,10 @@ pub fn elements_by_dtype(records: &[Record], names: &DtypeNames) -> BTreeMap<Str
 }
 
 /// One finding per group of tensors no component claims.
-pub fn unplaced_findings(records: &[Record], what: &str, findings: &mut Findings) {
+pub fn unplaced_findings(records: &[Record], shapes: &Shapes, what: &str, findings: &mut Findings) {
     let mut unplaced: BTreeMap<&str, u64> = BTreeMap::new();
     for record in records.iter().filter(|r| r.kind == Kind::Unplaced) {
-        *unplaced.entry(record.normalized.as_str()).or_default() += 1;
+        *unplaced.entry(shapes.name(record.shape_id)).or_default() += 1;
     }
     for (pattern, count) in unplaced {
         let finding = findings.push(
@@ -353,14 +390,22 @@ pub fn unplaced_findings(records: &[Record], what: &str, findings: &mut Findings
     }
 }
 
-/// Each shape rule against every tensor it names; one finding per rule that fails.
-pub fn check_shapes(records: &[Record], rules: &[ShapeRule], findings: &mut Findings) {
+/// Each shape rule against every tensor it names; one finding per rule that fails. Which
+/// rules name a tensor is decided once per shape.
+pub fn check_shapes(records: &[Record], shapes: &Shapes, rules: &[ShapeRule], findings: &mut Findings) {
+    let mut matching: Vec<Option<Vec<usize>>> = vec![None; shapes.len()];
     let mut errors: BTreeMap<(&'static str, usize), (u64, u64, &'static str, &str)> = BTreeMap::new();
     for record in records {
         let Kind::Param { checked, .. } = record.kind else {
             continue;
         };
-        for rule in rules.iter().filter(|r| pattern_matches(r.pattern, &record.normalized)) {
+        let applicable = matching[record.shape_id.0 as usize].get_or_insert_with(|| {
+            let name = shapes.name(record.shape_id);
+            (0..rules.len())
+                .filter(|i| pattern_matches(rules[*i].pattern, name))
+                .collect()
+        });
+        for rule in applicable.iter().map(|i| &rules[*i]) {
             let unchecked = match checked {
                 ShapeCheck::All => false,
                 ShapeCheck::Leading => rule.dim != 0,
@@ -396,7 +441,7 @@ pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) 
     let main = model.layers.len() as u64;
     let mut layers: BTreeSet<u64> = BTreeSet::new();
     let mut expert_layers: BTreeSet<u64> = BTreeSet::new();
-    let mut experts_seen: HashSet<(u64, u64)> = HashSet::new();
+    let mut experts_seen: FastSet<(u64, u64)> = FastSet::default();
     let (mut embedding, mut lm_head, mut mtp_present) = (false, false, false);
     for record in records {
         let Kind::Param { component, .. } = record.kind else {
@@ -511,10 +556,16 @@ mod tests {
 
     #[test]
     fn names_normalise_with_layer_and_expert() {
-        let s = shape_of_name("model.layers.12.mlp.experts.7.up_proj.weight");
-        assert_eq!(s.normalized, "model.layers.N.mlp.experts.N.up_proj.weight");
+        let mut shapes = Shapes::default();
+        let s = shapes.of("model.layers.12.mlp.experts.7.up_proj.weight");
+        assert_eq!(shapes.name(s.id), "model.layers.N.mlp.experts.N.up_proj.weight");
         assert_eq!((s.layer, s.expert), (Some(12), Some(7)));
-        let s = shape_of_name("model.language_model.layers.0.self_attn.q_proj.weight");
-        assert_eq!(s.normalized, "model.layers.N.self_attn.q_proj.weight");
+        let again = shapes.of("model.layers.3.mlp.experts.0.up_proj.weight");
+        assert_eq!(again.id, s.id, "one shape, one id");
+        let s = shapes.of("model.language_model.layers.0.self_attn.q_proj.weight");
+        assert_eq!(shapes.name(s.id), "model.layers.N.self_attn.q_proj.weight");
+        // `+1` parses as a number but is not an index.
+        let s = shapes.of("blk.+1.attn_q.weight");
+        assert_eq!((shapes.name(s.id), s.layer), ("blk.+1.attn_q.weight", None));
     }
 }

@@ -47,6 +47,7 @@ mod body;
 mod cdn;
 mod content;
 mod error;
+pub mod facts;
 mod faults;
 mod hub;
 mod log;

@@ -2,13 +2,11 @@
 //! stub's full size), so the planner is tested on real checkpoint layouts without staging.
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile, SourceRef, StagingStats};
+use preflight_formats::facts::ArtifactFacts;
 use preflight_plan::{ArtifactMemory, Memory, PlanOptions, Verdict, plan};
-use serde_json::Value;
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -42,62 +40,7 @@ fn repo_dir(repo: &str) -> PathBuf {
 }
 
 fn load(repo: &str) -> ArtifactFacts {
-    let dir = repo_dir(repo);
-    let refs: Value = serde_json::from_slice(&fs::read(dir.join("refs.json")).expect("refs")).expect("refs json");
-    let commit = dir.join(refs["main"].as_str().expect("main"));
-    let stubs: BTreeMap<String, u64> = fs::read(commit.join(".stubs.json"))
-        .map(|b| serde_json::from_slice(&b).expect("stubs"))
-        .unwrap_or_default();
-    let mut names: Vec<String> = fs::read_dir(&commit)
-        .expect("commit dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    let read = |name: &str| fs::read(commit.join(name)).expect("read");
-    let size = |name: &str| stubs.get(name).copied().unwrap_or_else(|| read(name).len() as u64);
-    let source = SourceRef {
-        spec: format!("hf://{repo}"),
-        repo: Some(repo.to_owned()),
-        ..SourceRef::default()
-    };
-    let content = if let Some(gguf) = names.iter().find(|n| n.ends_with(".gguf")) {
-        Content::Gguf {
-            parts: vec![GgufFile {
-                name: gguf.clone(),
-                size: Some(size(gguf)),
-                header: preflight_formats::gguf::parse(&read(gguf), Some(size(gguf))).expect("gguf header"),
-            }],
-            missing_parts: vec![],
-        }
-    } else {
-        Content::Safetensors {
-            files: names
-                .iter()
-                .filter(|n| n.ends_with(".safetensors"))
-                .map(|n| SafetensorsFile {
-                    name: n.clone(),
-                    size: Some(size(n)),
-                    header: preflight_formats::safetensors::parse(&read(n), Some(size(n))).expect("header"),
-                })
-                .collect(),
-            index: names
-                .iter()
-                .find(|n| *n == "model.safetensors.index.json")
-                .map(|n| preflight_formats::index::parse(&read(n)).expect("index")),
-            missing_files: vec![],
-        }
-    };
-    let is_gguf = matches!(content, Content::Gguf { .. });
-    ArtifactFacts {
-        source,
-        config: (!is_gguf).then(|| preflight_formats::config::parse(&read("config.json")).expect("config")),
-        quant_config: names
-            .iter()
-            .find(|n| *n == "hf_quant_config.json")
-            .map(|n| preflight_formats::config::parse(&read(n)).expect("hf_quant_config")),
-        content,
-        staging: StagingStats::default(),
-    }
+    preflight_testhub::facts::from_tree(&repo_dir(repo), repo)
 }
 
 /// Options from their JSON form, as the service receives them.
