@@ -3,7 +3,7 @@
 //! into the same records as safetensors, and folded alike. GGUF block types store logical
 //! elements directly, so parameters are exact.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use preflight_formats::facts::GgufFile;
 use preflight_formats::gguf::{self, HeaderIssue, Value};
@@ -60,10 +60,13 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     let mut shapes = Shapes::default();
     let mut placed: FastMap<(ShapeId, bool), Option<(Component, Placement)>> = FastMap::default();
     let mut records = Vec::new();
-    let mut seen = HashSet::new();
-    for part in parts {
+    // Duplicates within a part are the reader's to report; across parts, the planner's.
+    let mut seen: FastMap<&str, usize> = FastMap::default();
+    for (index, part) in parts.iter().enumerate() {
         for tensor in &part.header.tensors {
-            if !seen.insert(tensor.name.as_str()) {
+            if let Some(previous) = seen.insert(tensor.name.as_str(), index)
+                && previous != index
+            {
                 findings.push(
                     Code::TensorDuplicate,
                     tensor.name.clone(),

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Peak memory and verdict size of `preflight plan --json` on hostile headers at the readers'
+limits: a GGUF with 2^20 empty tensor entries and a safetensors header with 2^20 tensors no
+family places. Prints a table; the bounds the project holds itself to are 256 MiB of RSS and a
+1 MiB verdict. Measured, not asserted: RSS depends on the allocator and the machine.
+
+Usage: scripts/hostile_sizes.py [--preflight target/release/preflight]
+"""
+import argparse, json, os, resource, struct, subprocess, tempfile
+
+N = 1 << 20
+
+
+def gguf(path):
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, N, 1))
+        key = b"general.architecture"
+        f.write(struct.pack("<Q", len(key)) + key + struct.pack("<IQ", 8, 5) + b"llama")
+        f.write(struct.pack("<QIIQ", 0, 0, 0, 0) * N)
+
+
+def safetensors(directory):
+    header = {f"t{i}x": {"dtype": "BF16", "shape": [1], "data_offsets": [2 * i, 2 * i + 2]} for i in range(N)}
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    with open(os.path.join(directory, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + 2 * N)
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "num_hidden_layers": 2, "vocab_size": 256, "max_position_embeddings": 4096}
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config, f)
+
+
+def measure(preflight, source):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    out = subprocess.run([preflight, "plan", source, "--json"], capture_output=True)
+    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    # ru_maxrss of children is the largest child so far; each case runs once, largest last.
+    return max(peak_kib, before), len(out.stdout), out.returncode
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preflight", default="target/release/preflight")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        g = os.path.join(tmp, "empty-entries.gguf")
+        gguf(g)
+        rows.append(("GGUF, 2^20 empty tensor entries", *measure(args.preflight, g)))
+        st = os.path.join(tmp, "st")
+        os.mkdir(st)
+        safetensors(st)
+        rows.append(("safetensors, 2^20 unplaced tensors", *measure(args.preflight, st)))
+    print(f"{'input':<38} {'peak RSS':>12} {'verdict':>12} {'exit':>5}")
+    for name, rss_kib, verdict, code in rows:
+        print(f"{name:<38} {rss_kib / 1024:>9.1f} MiB {verdict / 1024:>8.1f} KiB {code:>5}")
+
+
+if __name__ == "__main__":
+    main()
