@@ -131,7 +131,7 @@ async fn stage(source: &str, hub: &mut Option<HubClient>) -> Result<preflight_so
             };
             let resolve = Counters::default();
             let (commit, listing) = hub::stage::resolve_with_listing(client, &spec, &resolve).await?;
-            let budget = hub::stage::HeaderBudget::new(client.config().max_header_bytes);
+            let budget = hub::stage::PlanBudget::new(client.config());
             let mut facts = hub::stage::stage(client, &spec, &commit, listing, &budget).await?;
             // The CLI's resolution is part of what this plan cost.
             facts.staging.requests += resolve.requests.load(std::sync::atomic::Ordering::Relaxed);
