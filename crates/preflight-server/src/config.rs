@@ -102,7 +102,7 @@ pub struct ServeArgs {
     pub hub_endpoint: String,
 
     /// Hosts the Hub may redirect reads to besides its own (its CDNs): names, or `.domain` for
-    /// a domain and its subdomains. A redirect anywhere else is refused (SPEC §7: the server
+    /// a domain and its subdomains. A redirect anywhere else is refused (design §7: the server
     /// reads nothing outside its Hub).
     #[arg(
         long,

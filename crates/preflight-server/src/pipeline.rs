@@ -1,4 +1,4 @@
-//! `POST /v1/plan`, in SPEC §2's order — **the order is the point**:
+//! `POST /v1/plan`, in design §2's order — **the order is the point**:
 //!
 //! 1. validate and admit (no network);
 //! 2. probe each unpinned Hub source for its commit (a pinned source needs none);
@@ -35,7 +35,7 @@ use crate::shared::Lease;
 /// How often a replica waiting on another's plan looks for its verdict.
 const LEASE_POLL: Duration = Duration::from_millis(25);
 
-/// SPEC §1: a request names 1 to 8 sources.
+/// design §1: a request names 1 to 8 sources.
 pub const MAX_SOURCES: usize = 8;
 
 #[derive(Debug, Deserialize)]
@@ -589,7 +589,7 @@ fn definite(e: &HubError) -> bool {
     )
 }
 
-/// SPEC §2 step 3: every artifact's commit in order, the semantics version, the canonical
+/// design §2 step 3: every artifact's commit in order, the semantics version, the canonical
 /// options, and the access scope. Anonymous plans share the `public` scope; a plan made with a
 /// token is scoped to that token (its hash), so a gated verdict never reaches anyone else.
 fn cache_key(sources: &[Source], commits: &[Option<String>], options: &PlanOptions, token: Option<&str>) -> String {

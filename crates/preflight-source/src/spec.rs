@@ -1,4 +1,4 @@
-//! Source specs (SPEC §1): `hf://ORG/NAME[@REV][/path/file.gguf]` or a local path.
+//! Source specs (design §1): `hf://ORG/NAME[@REV][/path/file.gguf]` or a local path.
 //! Validation here is pure: no network, no filesystem.
 
 use std::fmt;

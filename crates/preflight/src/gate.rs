@@ -1,4 +1,4 @@
-//! `preflight gate`: the deploy gate of SPEC §6 — a deployment signature (does the binary
+//! `preflight gate`: the deploy gate of design §6 — a deployment signature (does the binary
 //! serving traffic look the cache up before doing work?), not a performance budget.
 
 use std::process::ExitCode;
