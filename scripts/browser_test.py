@@ -378,7 +378,11 @@ def inadmissible_checkpoint(root: Path) -> Path:
 
 
 def serve(preflight: str, hub_url: str, work: Path, name: str, extra: list[str], cwd: Path | None = None) -> tuple[Process, str]:
+    # The fixture Hub's CDN listens on another loopback port: allow redirects to exactly it.
+    _, info = http("GET", hub_url + "/_testhub/info")
+    cdn = json.loads(info)["cdn"].removeprefix("http://")
     process = Process(name, [preflight, "serve", "--listen", "127.0.0.1:0", "--hub-endpoint", hub_url,
+                             "--hub-redirect-hosts", cdn,
                              "--data-dir", str(work / f"data-{name}"), *extra], work, cwd=cwd)
     line = process.first_line(START_TIMEOUT_S)
     match = re.search(r"listening on (http://\S+)", line)

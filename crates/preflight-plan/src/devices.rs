@@ -60,6 +60,16 @@ pub fn capacity(name: &str) -> Result<(String, u64), String> {
             )),
         };
     }
+    // A bare family name (`h100`, `a100`) is ambiguous — SXM or PCIe, 40 or 80 GB — so it is
+    // answered with the parts it could mean, never guessed.
+    let close: Vec<&str> = CATALOGUE
+        .iter()
+        .map(|(n, _, _)| *n)
+        .filter(|n| !lower.is_empty() && n.starts_with(lower.as_str()))
+        .collect();
+    if !close.is_empty() {
+        return Err(format!("`{name}` is ambiguous: did you mean {}?", close.join(" or ")));
+    }
     let known = CATALOGUE.iter().map(|(n, _, _)| *n).collect::<Vec<_>>().join(", ");
     Err(format!(
         "`{name}` is not a known device ({known}); give a capacity such as 80GiB instead"
@@ -80,6 +90,13 @@ mod tests {
         for bad in ["h900", "0", "12XB", "99999999999999999999", "20000000000TB", ""] {
             assert!(capacity(bad).is_err(), "{bad}");
         }
+        let h100 = capacity("h100").expect_err("ambiguous");
+        assert!(h100.contains("did you mean h100-80gb or h100-94gb"), "{h100}");
+        assert!(
+            capacity("A100")
+                .expect_err("ambiguous")
+                .contains("a100-40gb or a100-80gb")
+        );
     }
 
     #[test]

@@ -110,6 +110,17 @@ async fn main() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release");
     let data = tempfile::tempdir().expect("tempdir");
     let (_hub, hub_url) = spawn(&format!("{root}/preflight-testhub"), &["--listen", "127.0.0.1:0"]);
+    let info: serde_json::Value = reqwest::get(format!("{hub_url}/_testhub/info"))
+        .await
+        .expect("testhub info")
+        .json()
+        .await
+        .expect("info json");
+    let cdn = info["cdn"]
+        .as_str()
+        .expect("cdn url")
+        .trim_start_matches("http://")
+        .to_owned();
     let data_dir = data.path().to_str().expect("utf8");
     let (server, url) = spawn(
         &format!("{root}/preflight"),
@@ -119,6 +130,8 @@ async fn main() {
             "127.0.0.1:0",
             "--hub-endpoint",
             &hub_url,
+            "--hub-redirect-hosts",
+            &cdn,
             "--data-dir",
             data_dir,
         ],

@@ -66,6 +66,29 @@ pub struct ServeArgs {
     #[arg(long, env = "PREFLIGHT_MAX_BODY_BYTES", default_value_t = 64 << 10)]
     pub max_body_bytes: usize,
 
+    /// Seconds a client has to send a request's headers — and the longest a kept-alive
+    /// connection may sit idle between requests. A connection past it is closed, so clients
+    /// dripping a byte at a time cannot hold connections (and file descriptors) for long.
+    #[arg(long, env = "PREFLIGHT_HEADER_TIMEOUT_SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+
+    /// Seconds a client has to send a request's body once its headers are in; past it the
+    /// request is answered 408 and the connection closed.
+    #[arg(long, env = "PREFLIGHT_BODY_TIMEOUT_SECS", default_value_t = 30)]
+    pub body_timeout_secs: u64,
+
+    /// Connections held open at once (also kept below the process's file-descriptor limit).
+    /// At the cap a new connection is still served: the oldest connection with no request in
+    /// progress is closed to make room, so idle or dripping clients can never lock out
+    /// `/v1/health` or a real request.
+    #[arg(long, env = "PREFLIGHT_MAX_CONNECTIONS", default_value_t = 50_000)]
+    pub max_connections: usize,
+
+    /// Requests one plan may send to the Hub, all its sources, retries and redirects
+    /// together; past it the plan is refused (413) instead of flooding the Hub.
+    #[arg(long, env = "PREFLIGHT_MAX_REQUESTS_PER_PLAN", default_value_t = preflight_source::hub::config::DEFAULT_MAX_REQUESTS_PER_PLAN)]
+    pub max_requests_per_plan: u64,
+
     /// Header bytes one plan may read from the Hub, all its sources together.
     #[arg(long, env = "PREFLIGHT_MAX_HEADER_BYTES", default_value_t = 256 << 20)]
     pub max_header_bytes: u64,
@@ -79,7 +102,7 @@ pub struct ServeArgs {
     pub hub_endpoint: String,
 
     /// Hosts the Hub may redirect reads to besides its own (its CDNs): names, or `.domain` for
-    /// a domain and its subdomains. A redirect anywhere else is refused (SPEC §7: the server
+    /// a domain and its subdomains. A redirect anywhere else is refused (design §7: the server
     /// reads nothing outside its Hub).
     #[arg(
         long,
@@ -107,6 +130,13 @@ pub struct ServeArgs {
     /// Without it, the embedded store is the only persistent tier.
     #[arg(long, env = "PREFLIGHT_CACHE_URL")]
     pub cache_url: Option<String>,
+
+    /// The secret the replicas share to authenticate what they store in Redis (HMAC-SHA256
+    /// over key and verdict): a value someone wrote into Redis without it is never served.
+    /// Required with --cache-url; at least 32 characters. Prefer the environment variable
+    /// (a flag shows in the process list).
+    #[arg(long, env = "PREFLIGHT_CACHE_SECRET", hide_env_values = true)]
+    pub cache_secret: Option<String>,
 
     /// How long verdicts live in the shared tier, in seconds.
     #[arg(long, env = "PREFLIGHT_CACHE_TTL_SECS", default_value_t = 7 * 24 * 3600)]

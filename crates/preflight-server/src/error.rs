@@ -49,57 +49,56 @@ impl ApiError {
 
 impl From<SourceError> for ApiError {
     fn from(e: SourceError) -> Self {
-        let message = e.to_string();
-        let (status, code) = match &e {
-            SourceError::Spec(_) => (StatusCode::BAD_REQUEST, "invalid_source"),
-            SourceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                (StatusCode::NOT_FOUND, "not_found")
-            }
-            SourceError::Io { .. } => (StatusCode::FORBIDDEN, "unreadable"),
-            SourceError::NotACheckpoint { .. } => (StatusCode::BAD_REQUEST, "not_a_checkpoint"),
-            SourceError::Safetensors { .. }
+        let status = match &e {
+            SourceError::Hub(hub) => return hub.clone().into(),
+            SourceError::Spec(_) | SourceError::DidYouMean { .. } => StatusCode::BAD_REQUEST,
+            SourceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            SourceError::Io { .. } | SourceError::OutsideRoot { .. } => StatusCode::FORBIDDEN,
+            SourceError::FileNotInRepo { .. } => StatusCode::NOT_FOUND,
+            SourceError::NotACheckpoint { .. }
+            | SourceError::Safetensors { .. }
             | SourceError::Gguf { .. }
             | SourceError::Index { .. }
-            | SourceError::Config { .. } => (StatusCode::BAD_REQUEST, "malformed_checkpoint"),
-            SourceError::HeaderTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "headers_too_large"),
-            SourceError::Hub(hub) => return hub.clone().into(),
+            | SourceError::Config { .. } => StatusCode::BAD_REQUEST,
+            SourceError::HeaderTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         };
-        ApiError::new(status, code, message)
+        ApiError::new(status, e.code(), e.to_string())
     }
 }
 
+/// The code is the source crate's ([`HubError::code`]), shared with the CLI's `--json` errors;
+/// the status is this crate's.
 impl From<HubError> for ApiError {
     fn from(e: HubError) -> Self {
         let message = e.to_string();
-        let (status, code) = match &e {
-            HubError::GatedNoToken { .. } => (StatusCode::UNAUTHORIZED, "gated"),
-            HubError::GatedDenied { .. } => (StatusCode::FORBIDDEN, "gated"),
-            HubError::Unauthorized { .. } => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            HubError::RepoNotFound { .. } => (StatusCode::NOT_FOUND, "repo_not_found"),
-            HubError::RevisionNotFound { .. } => (StatusCode::NOT_FOUND, "revision_not_found"),
-            HubError::EntryNotFound { .. } => (StatusCode::NOT_FOUND, "file_not_found"),
+        let status = match &e {
+            HubError::GatedNoToken { .. } | HubError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            HubError::GatedDenied { .. } => StatusCode::FORBIDDEN,
+            HubError::RepoNotFound { .. } | HubError::RevisionNotFound { .. } | HubError::EntryNotFound { .. } => {
+                StatusCode::NOT_FOUND
+            }
             HubError::RateLimited { retry_after, .. } => {
                 return ApiError {
                     retry_after: Some(retry_after.unwrap_or(Duration::from_secs(60))),
-                    ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "upstream_rate_limited", message)
+                    ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.code(), message)
                 };
             }
             HubError::BudgetExhausted { retry_after } => {
                 return ApiError {
                     retry_after: Some(*retry_after),
-                    ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, "hub_budget_exhausted", message)
+                    ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, e.code(), message)
                 };
             }
-            HubError::Timeout { .. } => (StatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
-            HubError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "upstream_too_large"),
+            HubError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            HubError::TooLarge { .. } | HubError::TooManyRequests { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             HubError::Upstream { .. }
             | HubError::Connect { .. }
             | HubError::Truncated { .. }
             | HubError::Protocol { .. }
-            | HubError::Offline { .. } => (StatusCode::BAD_GATEWAY, "upstream_failed"),
-            HubError::Config(_) => (StatusCode::INTERNAL_SERVER_ERROR, "server_misconfigured"),
+            | HubError::Offline { .. } => StatusCode::BAD_GATEWAY,
+            HubError::Config(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
-        ApiError::new(status, code, message)
+        ApiError::new(status, e.code(), message)
     }
 }
 

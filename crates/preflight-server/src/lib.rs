@@ -7,6 +7,7 @@
 pub mod cache;
 pub mod config;
 pub mod error;
+pub mod listen;
 pub mod metrics;
 pub mod openapi;
 pub mod pipeline;
@@ -21,10 +22,12 @@ use preflight_source::hub::{HubClient, HubConfig};
 pub use config::{LogFormat, Profile, ServeArgs};
 
 pub struct AppState {
-    pub pipeline: pipeline::Pipeline,
+    pub pipeline: Arc<pipeline::Pipeline>,
     pub metrics: Arc<metrics::Metrics>,
     pub profile: Profile,
     pub max_body_bytes: usize,
+    /// How long a request's body may take to arrive once its headers are in.
+    pub body_timeout: Duration,
     pub started: Instant,
     /// The routes actually mounted (what capabilities report).
     pub mounted: Vec<routes::RouteInfo>,
@@ -50,6 +53,8 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("--cache-url: {0}")]
     Redis(#[from] redis::RedisError),
+    #[error("{0}")]
+    Config(String),
 }
 
 /// Build the state from flags. The Hub client reads HF_HUB_OFFLINE and HF_HOME from the
@@ -63,7 +68,25 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     hub_config.redirect_hosts = Some(args.hub_redirect_hosts.clone());
     hub_config.max_concurrent = args.max_upstream_requests.max(1);
     hub_config.max_header_bytes = args.max_header_bytes;
+    hub_config.max_requests_per_plan = args.max_requests_per_plan.max(1);
+    // Each plan in flight gets an equal share of the pool with one share left over, so
+    // probes (which every request, hits included, may need) always find a free permit.
+    hub_config.max_in_flight_per_plan = (hub_config.max_concurrent / (args.plans_in_flight() + 1)).max(1);
     let metrics = Arc::new(metrics::Metrics::default());
+    let secret = match (&args.cache_url, &args.cache_secret) {
+        (Some(_), None) => {
+            return Err(ServeError::Config(
+                "--cache-url needs --cache-secret (PREFLIGHT_CACHE_SECRET): the replicas authenticate what they store in Redis with it".into(),
+            ));
+        }
+        (Some(_), Some(secret)) if secret.len() < shared::MIN_SECRET_LEN => {
+            return Err(ServeError::Config(format!(
+                "--cache-secret must be at least {} characters",
+                shared::MIN_SECRET_LEN
+            )));
+        }
+        (_, secret) => secret.clone().unwrap_or_default().into_bytes(),
+    };
     let shared = match &args.cache_url {
         Some(url) => Some(Arc::new(shared::Shared::new(
             shared::SharedConfig {
@@ -74,6 +97,7 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
                 budget: args
                     .hub_budget
                     .map(|n| (n, Duration::from_secs(args.hub_budget_window_secs.max(1)))),
+                secret,
             },
             metrics.clone(),
         )?)),
@@ -112,7 +136,7 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         upstream_timeout: Duration::from_secs(args.upstream_timeout_secs.max(1)),
         lookup_after_staging: args.debug_lookup_after_staging,
     };
-    let pipeline = pipeline::Pipeline::new(hub, cache, metrics.clone(), policy);
+    let pipeline = Arc::new(pipeline::Pipeline::new(hub, cache, metrics.clone(), policy));
     if args.debug_lookup_after_staging {
         tracing::warn!("cache lookup AFTER staging: the broken order, for testing the deploy gate only");
     }
@@ -121,6 +145,7 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         metrics,
         profile: args.profile,
         max_body_bytes: args.max_body_bytes,
+        body_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
         started: Instant::now(),
         mounted: routes::ROUTES.to_vec(),
     }))
@@ -140,11 +165,13 @@ pub async fn serve(args: ServeArgs) -> Result<(), ServeError> {
             source,
         })?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, profile = args.profile.as_str(), "preflight serve listening");
+    let limits = listen::Limits {
+        header_timeout: Duration::from_secs(args.header_timeout_secs.max(1)),
+        max_connections: listen::fit_to_descriptors(args.max_connections),
+    };
+    tracing::info!(%addr, profile = args.profile.as_str(), max_connections = limits.max_connections, "preflight serve listening");
     println!("preflight serve listening on http://{addr}");
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    listen::serve(listener, state, limits, shutdown_signal()).await;
     tracing::info!("shut down");
     Ok(())
 }

@@ -67,6 +67,10 @@ pub struct Metrics {
     pub store_errors: AtomicU64,
     pub errors_4xx: AtomicU64,
     pub errors_5xx: AtomicU64,
+    /// Connections accepted; closed to make room at the connection cap; open now.
+    pub connections_accepted: AtomicU64,
+    pub connections_shed: AtomicU64,
+    pub connections_open: AtomicU64,
     /// The shared tier: reachable (1) or not (0); failures; budget refusals; lease waits.
     pub redis_up: AtomicU64,
     pub redis_errors: AtomicU64,
@@ -89,7 +93,7 @@ impl Metrics {
     /// `redis`: whether a shared tier is configured (its series appear only then).
     pub fn render(&self, memory_entries: u64, memory_bytes: u64, in_flight: u64, redis: bool) -> String {
         let mut out = String::with_capacity(4096);
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 17] = [
             (
                 "preflight_http_requests_total",
                 "HTTP requests received",
@@ -161,6 +165,16 @@ impl Metrics {
                 "responses with a 5xx status",
                 &self.errors_5xx,
             ),
+            (
+                "preflight_connections_accepted_total",
+                "TCP connections accepted",
+                &self.connections_accepted,
+            ),
+            (
+                "preflight_connections_shed_total",
+                "idle connections closed to make room at the connection cap",
+                &self.connections_shed,
+            ),
         ];
         for (name, help, value) in counters {
             let _ = writeln!(
@@ -181,6 +195,11 @@ impl Metrics {
                 memory_bytes,
             ),
             ("preflight_plans_in_flight", "plans staging or planning now", in_flight),
+            (
+                "preflight_connections_open",
+                "TCP connections open now",
+                Self::get(&self.connections_open),
+            ),
         ];
         for (name, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");

@@ -38,9 +38,10 @@ fn error_responses() -> Value {
     json!({
         "400": with("Bad input: malformed body, source spec, options or checkpoint"),
         "401": with("Gated upstream repo and no (valid) token"),
-        "403": with("Gated repo without access, or a local path on the public profile"),
+        "403": with("Gated repo without access, or a local path refused (public profile, or a file outside the local roots)"),
         "404": with("No such repo, revision or file"),
-        "413": with("Request body or checkpoint headers over the limit"),
+        "408": with("The request body did not arrive within the body timeout"),
+        "413": with("Request body, checkpoint headers or Hub requests over the per-plan limit"),
         "429": with("Over capacity (Retry-After says when to come back)"),
         "502": with("The Hub failed"),
         "504": with("The Hub was too slow"),

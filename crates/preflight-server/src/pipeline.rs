@@ -1,4 +1,4 @@
-//! `POST /v1/plan`, in SPEC §2's order — **the order is the point**:
+//! `POST /v1/plan`, in design §2's order — **the order is the point**:
 //!
 //! 1. validate and admit (no network);
 //! 2. probe each unpinned Hub source for its commit (a pinned source needs none);
@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use preflight_formats::facts::ArtifactFacts;
+use preflight_formats::facts::{ArtifactFacts, SourceRef};
 use preflight_plan::PlanOptions;
-use preflight_source::hub::stage::{HeaderBudget, resolve_commit, stage};
+use preflight_source::hub::stage::{PlanBudget, resolve_commit, source_ref, stage};
 use preflight_source::hub::{Counters, HubClient, HubError};
 use preflight_source::spec::{self, HubSpec, SourceSpec};
 use preflight_source::{SourceError, local};
@@ -35,7 +35,7 @@ use crate::shared::Lease;
 /// How often a replica waiting on another's plan looks for its verdict.
 const LEASE_POLL: Duration = Duration::from_millis(25);
 
-/// SPEC §1: a request names 1 to 8 sources.
+/// design §1: a request names 1 to 8 sources.
 pub const MAX_SOURCES: usize = 8;
 
 #[derive(Debug, Deserialize)]
@@ -69,24 +69,28 @@ pub struct Pipeline {
     flights: Mutex<HashMap<String, Flight>>,
 }
 
-/// Waiters on a plan in flight see its result here once the leader sends it.
-type Flight = tokio::sync::watch::Receiver<Option<Result<Arc<str>, ApiError>>>;
+/// What a plan in flight ends with: the verdict and whether it came from a cache.
+type FlightResult = Option<Result<(Arc<str>, bool), ApiError>>;
 
-/// The request doing the work for a key. Dropping it (finished, or its client gone) takes
-/// the key out of flight, so a later miss leads anew.
-struct Leader<'a> {
-    pipeline: &'a Pipeline,
+/// Waiters on a plan in flight see its result here once the leader sends it.
+type Flight = tokio::sync::watch::Receiver<FlightResult>;
+
+/// The work for a key, on a task of its own: it finishes (and stores its verdict) for every
+/// request waiting on it even when the request that started it hangs up. Dropping it
+/// (finished, or its task gone) takes the key out of flight, so a later miss leads anew.
+struct Leader {
+    pipeline: Arc<Pipeline>,
     key: String,
-    sender: tokio::sync::watch::Sender<Option<Result<Arc<str>, ApiError>>>,
+    sender: tokio::sync::watch::Sender<FlightResult>,
 }
 
-impl Leader<'_> {
-    fn finish(self, result: Result<Arc<str>, ApiError>) {
+impl Leader {
+    fn finish(self, result: Result<(Arc<str>, bool), ApiError>) {
         let _ = self.sender.send(Some(result));
     }
 }
 
-impl Drop for Leader<'_> {
+impl Drop for Leader {
     fn drop(&mut self) {
         self.pipeline
             .flights
@@ -110,6 +114,7 @@ pub struct Policy {
     pub lookup_after_staging: bool,
 }
 
+#[derive(Clone)]
 enum Source {
     Hub(HubSpec),
     Local(PathBuf),
@@ -137,13 +142,17 @@ impl Pipeline {
         (self.permit_count - self.permits.available_permits()) as u64
     }
 
-    pub async fn plan(&self, request: PlanRequest, token: Option<String>) -> Result<Planned, ApiError> {
+    /// Answer one `POST /v1/plan`. **One deadline** (`upstream_timeout`) covers everything
+    /// upstream this request waits for — probes, staging, waiting on another replica — so a
+    /// slow probe leaves staging only what is left, never a fresh timeout of its own.
+    pub async fn plan(self: &Arc<Self>, request: PlanRequest, token: Option<String>) -> Result<Planned, ApiError> {
+        let deadline = tokio::time::Instant::now() + self.upstream_timeout;
         // 1. Validate and admit.
         let sources = self.admit(&request)?;
         let hub = self.hub.with_token(token.clone());
 
         // 2. Probe.
-        let upstream = tokio::time::timeout(self.upstream_timeout, self.probe(&hub, &sources));
+        let upstream = tokio::time::timeout_at(deadline, self.probe(&hub, &sources));
         let commits = upstream.await.map_err(|_| self.upstream_timed_out())??;
 
         // 3. Look up.
@@ -153,52 +162,70 @@ impl Pipeline {
             .then(|| cache_key(&sources, &commits, &request.options, token.as_deref()));
         if self.lookup_after_staging {
             return self
-                .plan_in_the_broken_order(&hub, &sources, &commits, &request.options, key)
+                .plan_in_the_broken_order(&hub, &sources, &commits, &request.options, key, deadline)
                 .await;
         }
         if let Some(key) = &key
             && let Some(hit) = self.lookup(key).await
         {
-            return Ok(hit);
+            return Ok(Planned {
+                body: describe_request(hit.body, &sources, &commits),
+                ..hit
+            });
         }
         inc(&self.metrics.cache_misses);
 
         // 4. A permit, or the plan already in flight for this key.
         let Some(key) = key else {
             let _permit = self.permit()?;
-            let body = self.stage_and_plan(&hub, &sources, &commits, &request.options).await?;
+            let body = self
+                .stage_and_plan(&hub, &sources, &commits, &request.options, deadline)
+                .await?;
             return Ok(Planned {
                 body: body.0,
                 cached: false,
                 cacheable: false,
             });
         };
-        let leader = match self.flight(&key) {
-            Err(mut waiting) => {
+        let (mut waiting, joined) = match self.flight(&key) {
+            Err(waiting) => {
                 inc(&self.metrics.coalesced);
-                let result = match waiting.wait_for(Option::is_some).await {
-                    Ok(done) => done
-                        .clone()
-                        .unwrap_or_else(|| Err(self.internal("a finished plan left no result"))),
-                    Err(_) => Err(ApiError::new(
-                        axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                        "plan_abandoned",
-                        "the identical plan this request joined was abandoned; retry",
-                    )),
-                };
-                return result.map(|body| Planned {
-                    body,
-                    cached: false,
-                    cacheable: true,
-                });
+                (waiting, true)
             }
-            Ok(leader) => leader,
+            Ok(leader) => {
+                let waiting = leader.sender.subscribe();
+                let (hub, sources, commits, options) =
+                    (hub.clone(), sources.clone(), commits.clone(), request.options.clone());
+                // The work runs on its own task: the requester hanging up (its future
+                // dropped) must not abandon the plan for everyone who joined it.
+                tokio::spawn(async move {
+                    let pipeline = leader.pipeline.clone();
+                    let result = pipeline
+                        .lead(&hub, &sources, &commits, &options, &leader.key, deadline)
+                        .await;
+                    leader.finish(result);
+                });
+                (waiting, false)
+            }
         };
-        let result = self.lead(&hub, &sources, &commits, &request.options, &key).await;
-        leader.finish(result.clone().map(|(body, _)| body));
+        let result = match waiting.wait_for(Option::is_some).await {
+            Ok(done) => done
+                .clone()
+                .unwrap_or_else(|| Err(self.internal("a finished plan left no result"))),
+            Err(_) => Err(ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "plan_abandoned",
+                "the plan this request waited on failed without an answer; retry",
+            )),
+        };
         result.map(|(body, cached)| Planned {
-            body,
-            cached,
+            // A joiner's sources may be spelled differently (pinned or not) from the leader's.
+            body: if joined || cached {
+                describe_request(body, &sources, &commits)
+            } else {
+                body
+            },
+            cached: cached && !joined,
             cacheable: true,
         })
     }
@@ -213,17 +240,17 @@ impl Pipeline {
         commits: &[Option<String>],
         options: &PlanOptions,
         key: &str,
+        deadline: tokio::time::Instant,
     ) -> Result<(Arc<str>, bool), ApiError> {
         let work = || async {
             let _permit = self.permit()?;
-            self.stage_plan_store(hub, sources, commits, options, key)
+            self.stage_plan_store(hub, sources, commits, options, key, deadline)
                 .await
                 .map(|body| (body, false))
         };
         let Some(shared) = self.cache.shared() else {
             return work().await;
         };
-        let deadline = tokio::time::Instant::now() + self.upstream_timeout;
         loop {
             match shared.try_lease(key).await {
                 Lease::Unavailable => return work().await,
@@ -263,8 +290,9 @@ impl Pipeline {
         commits: &[Option<String>],
         options: &PlanOptions,
         key: &str,
+        deadline: tokio::time::Instant,
     ) -> Result<Arc<str>, ApiError> {
-        let (body, read) = self.stage_and_plan(hub, sources, commits, options).await?;
+        let (body, read) = self.stage_and_plan(hub, sources, commits, options, deadline).await?;
         // 7. Store under the commits actually read.
         if read.iter().zip(commits).all(|(r, c)| r.as_deref() == c.as_deref()) {
             self.store(key, body.clone()).await;
@@ -281,9 +309,10 @@ impl Pipeline {
         commits: &[Option<String>],
         options: &PlanOptions,
         key: Option<String>,
+        deadline: tokio::time::Instant,
     ) -> Result<Planned, ApiError> {
         let _permit = self.permit()?;
-        let (body, _) = self.stage_and_plan(hub, sources, commits, options).await?;
+        let (body, _) = self.stage_and_plan(hub, sources, commits, options, deadline).await?;
         let Some(key) = key else {
             return Ok(Planned {
                 body,
@@ -368,6 +397,7 @@ impl Pipeline {
             match resolve_commit(hub, spec, &Counters::default()).await {
                 Ok(commit) => Ok(Some(commit)),
                 Err(SourceError::Hub(e)) if definite(&e) => Err(ApiError::from(e)),
+                Err(e @ SourceError::FileNotInRepo { .. }) => Err(ApiError::from(e)),
                 Err(e) => {
                     tracing::warn!(source = %spec, error = %e, "probe failed; planning without the cache");
                     Ok(None)
@@ -412,7 +442,7 @@ impl Pipeline {
     }
 
     /// Lead the plan for `key`, or wait on the one already in flight.
-    fn flight(&self, key: &str) -> Result<Leader<'_>, Flight> {
+    fn flight(self: &Arc<Self>, key: &str) -> Result<Leader, Flight> {
         let mut flights = self.flights.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(waiting) = flights.get(key) {
             return Err(waiting.clone());
@@ -420,7 +450,7 @@ impl Pipeline {
         let (sender, receiver) = tokio::sync::watch::channel(None);
         flights.insert(key.to_owned(), receiver);
         Ok(Leader {
-            pipeline: self,
+            pipeline: self.clone(),
             key: key.to_owned(),
             sender,
         })
@@ -434,14 +464,15 @@ impl Pipeline {
         sources: &[Source],
         commits: &[Option<String>],
         options: &PlanOptions,
+        deadline: tokio::time::Instant,
     ) -> Result<(Arc<str>, Vec<Option<String>>), ApiError> {
         inc(&self.metrics.staging_passes);
-        let budget = HeaderBudget::new(self.max_header_bytes);
+        let budget = PlanBudget::new(hub.config());
         let reads = sources
             .iter()
             .zip(commits)
             .map(|(source, commit)| self.stage_one(hub, source, commit, &budget));
-        let staged = tokio::time::timeout(self.upstream_timeout, join_all(reads))
+        let staged = tokio::time::timeout_at(deadline, join_all(reads))
             .await
             .map_err(|_| self.upstream_timed_out())?;
         let facts: Vec<ArtifactFacts> = staged.into_iter().collect::<Result<_, _>>()?;
@@ -471,12 +502,12 @@ impl Pipeline {
         hub: &HubClient,
         source: &Source,
         commit: &Option<String>,
-        budget: &HeaderBudget,
+        budget: &PlanBudget,
     ) -> Result<ArtifactFacts, ApiError> {
         match source {
             Source::Local(path) => {
-                let path = path.clone();
-                tokio::task::spawn_blocking(move || local::stage(&path))
+                let (path, roots) = (path.clone(), self.local_roots.clone());
+                tokio::task::spawn_blocking(move || local::stage_confined(&path, &roots))
                     .await
                     .map_err(|e| self.internal(&format!("local staging failed: {e}")))?
                     .map_err(ApiError::from)
@@ -513,6 +544,37 @@ impl Pipeline {
     }
 }
 
+/// A verdict answering this request describes this request's sources — its spec, revision
+/// and pinning — whoever planned it first (the cache key holds commits, not spellings: a
+/// pinned request and an unpinned one at the same commit share a verdict). The body is
+/// re-rendered only when some source is described differently.
+fn describe_request(body: Arc<str>, sources: &[Source], commits: &[Option<String>]) -> Arc<str> {
+    let wanted: Vec<Option<SourceRef>> = sources
+        .iter()
+        .zip(commits)
+        .map(|(source, commit)| match (source, commit) {
+            (Source::Hub(spec), Some(commit)) => Some(source_ref(spec, commit)),
+            _ => None,
+        })
+        .collect();
+    let already = wanted
+        .iter()
+        .flatten()
+        .all(|want| serde_json::to_string(want).is_ok_and(|json| body.contains(&format!("\"source\":{json}"))));
+    if already {
+        return body;
+    }
+    let Ok(mut verdict) = serde_json::from_str::<preflight_plan::Verdict>(&body) else {
+        return body;
+    };
+    for (artifact, want) in verdict.artifacts.iter_mut().zip(wanted) {
+        if let Some(want) = want {
+            artifact.source = want;
+        }
+    }
+    serde_json::to_string(&verdict).map_or(body, Into::into)
+}
+
 /// The Hub gave a definite answer a retry at staging would only repeat.
 fn definite(e: &HubError) -> bool {
     matches!(
@@ -527,7 +589,7 @@ fn definite(e: &HubError) -> bool {
     )
 }
 
-/// SPEC §2 step 3: every artifact's commit in order, the semantics version, the canonical
+/// design §2 step 3: every artifact's commit in order, the semantics version, the canonical
 /// options, and the access scope. Anonymous plans share the `public` scope; a plan made with a
 /// token is scoped to that token (its hash), so a gated verdict never reaches anyone else.
 fn cache_key(sources: &[Source], commits: &[Option<String>], options: &PlanOptions, token: Option<&str>) -> String {

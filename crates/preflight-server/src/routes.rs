@@ -5,8 +5,7 @@ use std::sync::{Arc, LazyLock};
 use std::time::Instant;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -180,18 +179,51 @@ fn bearer(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     }
 }
 
-async fn plan(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Result<Bytes, BytesRejection>) -> Response {
+/// The request body, at most `max_body_bytes` and within `body_timeout`: a declared length
+/// over the limit is refused before anything is read, and a client that stops sending is
+/// answered 408 and its connection closed — never held open waiting.
+async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let too_large = || {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!("request body over the {}-byte limit", state.max_body_bytes),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > state.max_body_bytes as u64) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(state.body_timeout, axum::body::to_bytes(body, state.max_body_bytes)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let limit =
+                std::error::Error::source(&e).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            Err(if limit {
+                too_large()
+            } else {
+                ApiError::bad_request("bad_body", format!("cannot read the request body: {e}"))
+            })
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the request body did not arrive within {}s",
+                state.body_timeout.as_secs()
+            ),
+        )),
+    }
+}
+
+async fn plan(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
     let started = Instant::now();
     inc(&state.metrics.plan_requests);
     let result = async {
-        let body = body.map_err(|e| match e.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!("request body over the {}-byte limit", state.max_body_bytes),
-            ),
-            _ => ApiError::bad_request("bad_body", e.body_text()),
-        })?;
+        let body = read_body(&state, &headers, body).await?;
         let request: PlanRequest = serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(
                 "bad_request",

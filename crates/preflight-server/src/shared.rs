@@ -1,6 +1,12 @@
-//! The shared tier for several replicas, in Redis: verdicts (same keys and checksums as the
-//! embedded store, with a TTL), a lease per key for cross-replica single flight, and a
-//! fleet-wide budget of Hub requests.
+//! The shared tier for several replicas, in Redis: verdicts (same keys as the embedded store,
+//! with a TTL), a lease per key for cross-replica single flight, and a fleet-wide budget of
+//! Hub requests.
+//!
+//! **Redis write access alone cannot forge an answer.** Every stored verdict carries an
+//! HMAC-SHA256 over its key and body under a secret the replicas share (`--cache-secret`); a
+//! value whose tag does not verify — written by someone without the secret, corrupted, or
+//! copied from another key (a token-scoped verdict replayed under the public key) — is a
+//! miss, and is deleted.
 //!
 //! **Redis failing is not an outage.** Every call has a short timeout; a failure opens a
 //! breaker that skips Redis for a backoff that doubles up to a ceiling, after which one call
@@ -15,11 +21,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::cache::checksum;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+use crate::cache::hex;
 use crate::metrics::{Metrics, inc};
 
-/// Key prefix: bump the version if the value layout changes.
-const PREFIX: &str = "preflight:v1";
+/// Key prefix: bump the version if the value layout changes (v2: HMAC tags, not checksums).
+const PREFIX: &str = "preflight:v2";
+/// The shortest shared secret accepted: 32 characters of a random string are 128+ bits.
+pub const MIN_SECRET_LEN: usize = 32;
+
+type HmacSha256 = Hmac<Sha256>;
 /// The breaker's first and longest pause after a failure.
 const BREAKER_MIN: Duration = Duration::from_millis(500);
 const BREAKER_MAX: Duration = Duration::from_secs(5);
@@ -31,6 +44,8 @@ pub struct SharedConfig {
     pub op_timeout: Duration,
     /// Hub requests per window for the whole fleet; `None`: no budget.
     pub budget: Option<(u64, Duration)>,
+    /// The secret every replica authenticates stored values with.
+    pub secret: Vec<u8>,
 }
 
 pub struct Shared {
@@ -42,6 +57,8 @@ pub struct Shared {
     replica: String,
     /// The budget while Redis is unreachable: enforced by this replica alone.
     local_budget: Mutex<(u64, u64)>,
+    /// HMAC keyed with the shared secret, cloned for each tag.
+    mac: HmacSha256,
 }
 
 #[derive(Default)]
@@ -69,6 +86,12 @@ impl Shared {
             .set_number_of_retries(1)
             .set_max_delay(BREAKER_MAX);
         let conn = ConnectionManager::new_lazy_with_config(client, manager_config)?;
+        let mac = HmacSha256::new_from_slice(&config.secret).map_err(|_| {
+            redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "the cache secret is not a usable HMAC key",
+            ))
+        })?;
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
         Ok(Self {
             conn,
@@ -77,6 +100,7 @@ impl Shared {
             metrics,
             replica: format!("{}-{nanos}", std::process::id()),
             local_budget: Mutex::new((0, 0)),
+            mac,
         })
     }
 
@@ -141,24 +165,37 @@ impl Shared {
         format!("{PREFIX}:lease:{key}")
     }
 
-    /// The verdict under `key`, checksum verified (a corrupt value is deleted: a miss).
+    /// The tag of `body` stored under `key`: bound to the key, so a value is valid only where
+    /// it was written.
+    fn mac(&self, key: &str, body: &str) -> HmacSha256 {
+        let mut mac = self.mac.clone();
+        for part in [PREFIX, "\n", key, "\n", body] {
+            mac.update(part.as_bytes());
+        }
+        mac
+    }
+
+    /// The verdict under `key`, its tag verified (in constant time). A value that fails —
+    /// forged, corrupt, or moved from another key — is deleted and reads as a miss.
     pub async fn get(&self, key: &str) -> Option<String> {
         let rkey = Self::verdict_key(key);
         let value: String = self
             .call("get", |mut c| async move { c.get::<_, Option<String>>(rkey).await })
             .await??;
-        let (sum, body) = value.split_once('\n')?;
-        if checksum(body.as_bytes()) == sum {
+        if let Some((tag, body)) = value.split_once('\n')
+            && let Some(tag) = unhex(tag)
+            && self.mac(key, body).verify_slice(&tag).is_ok()
+        {
             return Some(body.to_owned());
         }
-        tracing::warn!(key, "corrupt verdict in redis: treated as a miss and deleted");
+        tracing::warn!(key, "unauthenticated verdict in redis: treated as a miss and deleted");
         let rkey = Self::verdict_key(key);
         let _: Option<()> = self.call("del", |mut c| async move { c.del(rkey).await }).await;
         None
     }
 
     pub async fn put(&self, key: &str, body: &str) {
-        let value = format!("{}\n{body}", checksum(body.as_bytes()));
+        let value = format!("{}\n{body}", hex(&self.mac(key, body).finalize().into_bytes()));
         let (rkey, ttl) = (Self::verdict_key(key), self.config.ttl.as_secs().max(1));
         let _: Option<()> = self
             .call("set", |mut c| async move { c.set_ex(rkey, value, ttl).await })
@@ -256,4 +293,15 @@ impl preflight_source::hub::client::UpstreamBudget for Shared {
     fn draw(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Duration>> + Send + '_>> {
         Box::pin(Shared::draw(self))
     }
+}
+
+/// Lower-case hex → bytes; `None` unless every pair is a hex byte.
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }

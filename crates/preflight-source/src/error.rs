@@ -27,6 +27,28 @@ pub enum SourceError {
     Hub(#[from] crate::hub::HubError),
     #[error("{file}: header is larger than the {max}-byte cap for one plan")]
     HeaderTooLarge { file: String, max: u64 },
+    /// A file of the checkpoint resolves (through a symlink) outside the allowed roots. The
+    /// file is never opened, so nothing of it can leak into an error.
+    #[error("{path}: resolves outside the allowed local roots; refused")]
+    OutsideRoot { path: PathBuf },
+    /// A local path that does not exist but reads as a Hub repo id.
+    #[error("{path}: no such file or directory; did you mean {suggestion}?")]
+    DidYouMean { path: PathBuf, suggestion: String },
+    /// A named file the repo does not have, with the files it does have of that kind.
+    #[error("{spec}: the repo has no file {file:?} at {revision}{}", list_files(available))]
+    FileNotInRepo {
+        spec: String,
+        file: String,
+        revision: String,
+        available: Vec<String>,
+    },
+}
+
+fn list_files(available: &[String]) -> String {
+    if available.is_empty() {
+        return "; it has no .gguf files".into();
+    }
+    format!("; its GGUF files: {}", available.join(", "))
 }
 
 /// How the CLI and the service classify a failure.
@@ -41,8 +63,27 @@ pub enum ErrorKind {
 impl SourceError {
     pub fn kind(&self) -> ErrorKind {
         match self {
-            SourceError::Io { .. } | SourceError::Hub(_) => ErrorKind::Unreadable,
+            SourceError::Io { .. } | SourceError::Hub(_) | SourceError::FileNotInRepo { .. } => ErrorKind::Unreadable,
             _ => ErrorKind::BadInput,
+        }
+    }
+
+    /// The stable, machine-readable code, the same in the service's error body and in the
+    /// CLI's `--json` error document.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SourceError::Spec(_) | SourceError::DidYouMean { .. } => "invalid_source",
+            SourceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "not_found",
+            SourceError::Io { .. } => "unreadable",
+            SourceError::NotACheckpoint { .. } => "not_a_checkpoint",
+            SourceError::Safetensors { .. }
+            | SourceError::Gguf { .. }
+            | SourceError::Index { .. }
+            | SourceError::Config { .. } => "malformed_checkpoint",
+            SourceError::HeaderTooLarge { .. } => "headers_too_large",
+            SourceError::OutsideRoot { .. } => "local_source_refused",
+            SourceError::FileNotInRepo { .. } => "file_not_found",
+            SourceError::Hub(hub) => hub.code(),
         }
     }
 

@@ -21,16 +21,65 @@ const CONFIG: &str = "config.json";
 const QUANT_CONFIG: &str = "hf_quant_config.json";
 const INDEX: &str = "model.safetensors.index.json";
 
-/// Stage a local path.
+/// Where local reads may land. The CLI reads wherever its user points it; the service's
+/// `local` profile only under its roots — **every file judged by where it resolves**, not
+/// only the directory named, so a symlink inside a root cannot lead out of it.
+#[derive(Clone, Copy)]
+enum Roots<'a> {
+    Anywhere,
+    Under(&'a [PathBuf]),
+}
+
+/// Stage a local path (the CLI: anywhere the user can read).
 pub fn stage(path: &Path) -> Result<ArtifactFacts, SourceError> {
+    stage_in(path, Roots::Anywhere).map_err(|e| did_you_mean(path, e))
+}
+
+/// Stage a local path reading only files that resolve under one of `roots` (canonical
+/// directories). A file that resolves elsewhere is refused before it is opened.
+pub fn stage_confined(path: &Path, roots: &[PathBuf]) -> Result<ArtifactFacts, SourceError> {
+    stage_in(path, Roots::Under(roots))
+}
+
+/// A missing path that reads as `ORG/NAME` was most likely meant as a Hub repo.
+fn did_you_mean(path: &Path, e: SourceError) -> SourceError {
+    match (&e, path.to_str()) {
+        (SourceError::Io { source, .. }, Some(text)) if source.kind() == std::io::ErrorKind::NotFound => {
+            match crate::spec::hub_suggestion(text) {
+                Some(suggestion) => SourceError::DidYouMean {
+                    path: path.to_owned(),
+                    suggestion,
+                },
+                None => e,
+            }
+        }
+        _ => e,
+    }
+}
+
+/// Open a file for reading, after checking where it resolves when reads are confined.
+fn open(path: &Path, roots: Roots<'_>) -> Result<File, SourceError> {
+    match roots {
+        Roots::Anywhere => File::open(path).map_err(SourceError::io(path)),
+        Roots::Under(roots) => {
+            let real = path.canonicalize().map_err(SourceError::io(path))?;
+            if !roots.iter().any(|root| real.starts_with(root)) {
+                return Err(SourceError::OutsideRoot { path: path.to_owned() });
+            }
+            File::open(&real).map_err(SourceError::io(path))
+        }
+    }
+}
+
+fn stage_in(path: &Path, roots: Roots<'_>) -> Result<ArtifactFacts, SourceError> {
     let meta = std::fs::metadata(path).map_err(SourceError::io(path))?;
     let mut stats = StagingStats::default();
     let (config, quant_config, content) = if meta.is_dir() {
-        stage_dir(path, &mut stats)?
+        stage_dir(path, &mut stats, roots)?
     } else {
         match extension(path) {
             Some("safetensors") => {
-                let file = read_safetensors(path, &mut stats)?;
+                let file = read_safetensors(path, &mut stats, roots)?;
                 (
                     None,
                     None,
@@ -41,7 +90,7 @@ pub fn stage(path: &Path) -> Result<ArtifactFacts, SourceError> {
                     },
                 )
             }
-            Some("gguf") => (None, None, stage_gguf(path, &mut stats)?),
+            Some("gguf") => (None, None, stage_gguf(path, &mut stats, roots)?),
             _ => {
                 return Err(not_a_checkpoint(
                     path,
@@ -83,29 +132,34 @@ fn file_name(path: &Path) -> String {
 type Staged = (Option<config::Config>, Option<config::Config>, Content);
 
 /// A small JSON file beside the weights, when present.
-fn optional_config(dir: &Path, name: &str, stats: &mut StagingStats) -> Result<Option<config::Config>, SourceError> {
+fn optional_config(
+    dir: &Path,
+    name: &str,
+    stats: &mut StagingStats,
+    roots: Roots<'_>,
+) -> Result<Option<config::Config>, SourceError> {
     let path = dir.join(name);
     if !path.is_file() {
         return Ok(None);
     }
-    let bytes = read_small(&path, config::MAX_CONFIG_BYTES, stats)?;
+    let bytes = read_small(&path, config::MAX_CONFIG_BYTES, stats, roots)?;
     config::parse(&bytes).map(Some).map_err(|source| SourceError::Config {
         file: name.into(),
         source,
     })
 }
 
-fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<Staged, SourceError> {
+fn stage_dir(dir: &Path, stats: &mut StagingStats, roots: Roots<'_>) -> Result<Staged, SourceError> {
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(SourceError::io(dir))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
-    let config = optional_config(dir, CONFIG, stats)?;
-    let quant_config = optional_config(dir, QUANT_CONFIG, stats)?;
+    let config = optional_config(dir, CONFIG, stats, roots)?;
+    let quant_config = optional_config(dir, QUANT_CONFIG, stats, roots)?;
     let index_path = dir.join(INDEX);
     if index_path.is_file() {
-        let bytes = read_small(&index_path, index::MAX_INDEX_BYTES, stats)?;
+        let bytes = read_small(&index_path, index::MAX_INDEX_BYTES, stats, roots)?;
         let index = index::parse(&bytes).map_err(|source| SourceError::Index {
             file: INDEX.into(),
             source,
@@ -115,7 +169,7 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<Staged, SourceError
         for shard in index.shards() {
             let path = dir.join(shard);
             if path.is_file() {
-                files.push(read_safetensors(&path, stats)?);
+                files.push(read_safetensors(&path, stats, roots)?);
             } else {
                 missing_files.push(shard.to_owned());
             }
@@ -134,7 +188,7 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<Staged, SourceError
     if !shards.is_empty() {
         let files = shards
             .into_iter()
-            .map(|p| read_safetensors(p, stats))
+            .map(|p| read_safetensors(p, stats, roots))
             .collect::<Result<_, _>>()?;
         return Ok((
             config,
@@ -152,7 +206,7 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<Staged, SourceError
         .filter(|p| gguf::split_part(&file_name(p)).is_none_or(|(i, _)| i == 1))
         .collect();
     match first_parts.as_slice() {
-        [one] => Ok((config, quant_config, stage_gguf(one, stats)?)),
+        [one] => Ok((config, quant_config, stage_gguf(one, stats, roots)?)),
         [] => Err(not_a_checkpoint(
             dir,
             "no model.safetensors.index.json, .safetensors or .gguf files",
@@ -161,7 +215,7 @@ fn stage_dir(dir: &Path, stats: &mut StagingStats) -> Result<Staged, SourceError
     }
 }
 
-fn stage_gguf(path: &Path, stats: &mut StagingStats) -> Result<Content, SourceError> {
+fn stage_gguf(path: &Path, stats: &mut StagingStats, roots: Roots<'_>) -> Result<Content, SourceError> {
     let name = file_name(path);
     let names = gguf::split_siblings(&name).unwrap_or_else(|| vec![name.clone()]);
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -170,7 +224,7 @@ fn stage_gguf(path: &Path, stats: &mut StagingStats) -> Result<Content, SourceEr
     for part in names {
         let part_path = dir.join(&part);
         if part_path.is_file() {
-            parts.push(read_gguf(&part_path, stats)?);
+            parts.push(read_gguf(&part_path, stats, roots)?);
         } else {
             missing_parts.push(part);
         }
@@ -178,8 +232,8 @@ fn stage_gguf(path: &Path, stats: &mut StagingStats) -> Result<Content, SourceEr
     Ok(Content::Gguf { parts, missing_parts })
 }
 
-fn read_small(path: &Path, max: usize, stats: &mut StagingStats) -> Result<Vec<u8>, SourceError> {
-    let file = File::open(path).map_err(SourceError::io(path))?;
+fn read_small(path: &Path, max: usize, stats: &mut StagingStats, roots: Roots<'_>) -> Result<Vec<u8>, SourceError> {
+    let file = open(path, roots)?;
     let mut bytes = Vec::new();
     // One byte past the cap tells "too large" from "exactly at the cap".
     file.take(max as u64 + 1)
@@ -207,9 +261,9 @@ fn read_at(
     Ok(buf)
 }
 
-fn read_safetensors(path: &Path, stats: &mut StagingStats) -> Result<SafetensorsFile, SourceError> {
+fn read_safetensors(path: &Path, stats: &mut StagingStats, roots: Roots<'_>) -> Result<SafetensorsFile, SourceError> {
     let name = file_name(path);
-    let mut file = File::open(path).map_err(SourceError::io(path))?;
+    let mut file = open(path, roots)?;
     let size = file.metadata().map_err(SourceError::io(path))?.len();
     let first8 = read_at(&mut file, path, 0, 8, stats)?;
     let bad = |source| SourceError::Safetensors {
@@ -230,9 +284,9 @@ fn read_safetensors(path: &Path, stats: &mut StagingStats) -> Result<Safetensors
 }
 
 /// Read a GGUF header in growing chunks until it parses, within [`MAX_GGUF_HEADER_BYTES`].
-fn read_gguf(path: &Path, stats: &mut StagingStats) -> Result<GgufFile, SourceError> {
+fn read_gguf(path: &Path, stats: &mut StagingStats, roots: Roots<'_>) -> Result<GgufFile, SourceError> {
     let name = file_name(path);
-    let mut file = File::open(path).map_err(SourceError::io(path))?;
+    let mut file = open(path, roots)?;
     let size = file.metadata().map_err(SourceError::io(path))?.len();
     let mut prefix = read_at(&mut file, path, 0, GGUF_FIRST_READ, stats)?;
     loop {

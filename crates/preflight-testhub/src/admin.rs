@@ -17,6 +17,7 @@ use crate::faults::Fault;
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
+        .route("/_testhub/info", get(info))
         .route("/_testhub/requests", get(requests).delete(clear_requests))
         .route(
             "/_testhub/faults",
@@ -24,6 +25,12 @@ pub(crate) fn routes() -> Router<Arc<Shared>> {
         )
         .route("/_testhub/refs", post(set_ref))
         .route("/_testhub/reset", post(reset))
+}
+
+/// Both origins' URLs: a client that only knows the Hub's learns where its CDN listens
+/// (e.g. to allow redirects to exactly that host and port).
+async fn info(State(shared): State<Arc<Shared>>) -> Response {
+    Json(json!({ "hub": shared.hub_url, "cdn": shared.cdn_url })).into_response()
 }
 
 async fn requests(State(shared): State<Arc<Shared>>) -> Response {

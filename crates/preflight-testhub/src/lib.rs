@@ -13,6 +13,7 @@
 //!
 //! | route | |
 //! |---|---|
+//! | `GET /_testhub/info` | `{"hub": URL, "cdn": URL}`: where each origin listens |
 //! | `GET /_testhub/requests` | the log, as a JSON list of [`RequestRecord`] |
 //! | `DELETE /_testhub/requests` | clear the log |
 //! | `GET /_testhub/faults` | armed faults, with the uses left |

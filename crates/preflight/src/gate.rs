@@ -1,4 +1,4 @@
-//! `preflight gate`: the deploy gate of SPEC §6 — a deployment signature (does the binary
+//! `preflight gate`: the deploy gate of design §6 — a deployment signature (does the binary
 //! serving traffic look the cache up before doing work?), not a performance budget.
 
 use std::process::ExitCode;
@@ -129,7 +129,8 @@ async fn gate(args: &GateArgs) -> Result<usize, reqwest::Error> {
         status == 200 && admissible.is_some(),
         "plan",
         format!(
-            "{source}: HTTP {status}, admissible={admissible:?}, {:.3}s",
+            "{source}: HTTP {status}, admissible={}, {:.3}s",
+            admissible.map_or_else(|| "missing".to_owned(), |a| a.to_string()),
             took.as_secs_f64()
         ),
     );

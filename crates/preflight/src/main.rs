@@ -13,11 +13,13 @@ use preflight_source::hub::{self, Counters, HubClient, HubConfig};
 use preflight_source::spec::{self, SourceSpec};
 use preflight_source::{ErrorKind, SourceError};
 
-/// Exit codes, as documented in `--help`.
+/// Exit codes, as documented in `--help`. When several apply, 2 and 3 (nothing was planned)
+/// come first, then 1 (inadmissible), then 4 (admissible, but does not fit).
 const EXIT_ADMISSIBLE: u8 = 0;
 const EXIT_INADMISSIBLE: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
 const EXIT_UNREADABLE: u8 = 3;
+const EXIT_DOES_NOT_FIT: u8 = 4;
 
 #[derive(Parser)]
 #[command(
@@ -34,8 +36,9 @@ struct Cli {
 enum Command {
     /// Plan one or more sources as one system and print the verdict.
     ///
-    /// Exit status: 0 admissible, 1 planned but inadmissible (blocking findings),
-    /// 2 bad usage or malformed input, 3 a source could not be read.
+    /// Exit status: 0 admissible (and fits, when devices are named), 1 planned but
+    /// inadmissible (blocking findings), 2 bad usage or malformed input, 3 a source could not
+    /// be read, 4 admissible but does not fit the named devices.
     Plan {
         /// `hf://ORG/NAME[@REV][/file.gguf]`, checkpoint directories (config.json +
         /// safetensors, or an HF cache snapshot), .safetensors or .gguf files.
@@ -44,7 +47,8 @@ enum Command {
         /// (plan from the local HF cache only).
         #[arg(required = true, value_name = "SOURCE")]
         sources: Vec<String>,
-        /// Print the verdict as JSON instead of a table.
+        /// Print the verdict as JSON instead of a table; a failure is then a JSON error
+        /// document on stdout (`{"error": {"code", "message"}}`, the service's codes).
         #[arg(long)]
         json: bool,
         #[command(flatten)]
@@ -76,15 +80,15 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitC
     let options = match memory.options() {
         Ok(options) => options,
         Err(e) => {
-            eprintln!("preflight: invalid --{}: {}", e.option.replace('_', "-"), e.message);
-            return ExitCode::from(EXIT_BAD_INPUT);
+            let message = format!("invalid --{}: {}", e.option.replace('_', "-"), e.message);
+            return fail(json, "invalid_options", &message, EXIT_BAD_INPUT);
         }
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("preflight: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_UNREADABLE);
+            let message = format!("cannot start the async runtime: {e}");
+            return fail(json, "internal", &message, EXIT_UNREADABLE);
         }
     };
     let mut hub = None;
@@ -93,11 +97,11 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitC
         match runtime.block_on(stage(source, &mut hub)) {
             Ok(f) => facts.push(f),
             Err(e) => {
-                eprintln!("preflight: {e}");
-                return ExitCode::from(match e.kind() {
+                let exit = match e.kind() {
                     ErrorKind::BadInput => EXIT_BAD_INPUT,
                     ErrorKind::Unreadable => EXIT_UNREADABLE,
-                });
+                };
+                return fail(json, e.code(), &e.to_string(), exit);
             }
         }
     }
@@ -106,33 +110,55 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitC
         match serde_json::to_string_pretty(&verdict) {
             Ok(text) => println!("{text}"),
             Err(e) => {
-                eprintln!("preflight: cannot render the verdict: {e}");
-                return ExitCode::FAILURE;
+                let message = format!("cannot render the verdict: {e}");
+                return fail(json, "internal", &message, EXIT_UNREADABLE);
             }
         }
     } else {
         print!("{}", render::verdict(&verdict));
     }
-    ExitCode::from(if verdict.admissible {
-        EXIT_ADMISSIBLE
-    } else {
-        EXIT_INADMISSIBLE
+    let fits = verdict.memory.as_ref().and_then(|m| m.fits);
+    ExitCode::from(match (verdict.admissible, fits) {
+        (false, _) => EXIT_INADMISSIBLE,
+        (true, Some(false)) => EXIT_DOES_NOT_FIT,
+        (true, _) => EXIT_ADMISSIBLE,
     })
 }
 
-/// Stage one source; the Hub client is built on first use, from the environment.
-async fn stage(source: &str, hub: &mut Option<HubClient>) -> Result<preflight_source::ArtifactFacts, SourceError> {
+/// A failure before any verdict: one line on stderr, or with `--json` the service's error
+/// document on stdout (so a script reading stdout always gets JSON).
+fn fail(json: bool, code: &str, message: &str, exit: u8) -> ExitCode {
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "error": { "code": code, "message": message } })
+        );
+    } else {
+        eprintln!("preflight: {message}");
+    }
+    ExitCode::from(exit)
+}
+
+/// Stage one source. The Hub client, and the plan's budget every Hub source draws from, are
+/// made on first use, from the environment.
+async fn stage(
+    source: &str,
+    hub: &mut Option<(HubClient, hub::stage::PlanBudget)>,
+) -> Result<preflight_source::ArtifactFacts, SourceError> {
     match spec::parse(source)? {
         SourceSpec::Local(path) => preflight_source::local::stage(&path),
         SourceSpec::Hub(spec) => {
-            let client = match hub {
-                Some(client) => client,
-                None => hub.insert(HubClient::new(HubConfig::from_env())?),
+            let (client, budget) = match hub {
+                Some(hub) => hub,
+                None => {
+                    let client = HubClient::new(HubConfig::from_env())?;
+                    let budget = hub::stage::PlanBudget::new(client.config());
+                    hub.insert((client, budget))
+                }
             };
             let resolve = Counters::default();
             let (commit, listing) = hub::stage::resolve_with_listing(client, &spec, &resolve).await?;
-            let budget = hub::stage::HeaderBudget::new(client.config().max_header_bytes);
-            let mut facts = hub::stage::stage(client, &spec, &commit, listing, &budget).await?;
+            let mut facts = hub::stage::stage(client, &spec, &commit, listing, budget).await?;
             // The CLI's resolution is part of what this plan cost.
             facts.staging.requests += resolve.requests.load(std::sync::atomic::Ordering::Relaxed);
             facts.staging.bytes_fetched += resolve.bytes.load(std::sync::atomic::Ordering::Relaxed);

@@ -9,8 +9,9 @@ use preflight_plan::{Devices, Fraction, KvDtype, OptionsError, PlanOptions, Weig
 /// (`--sequences 1` asks for it with every default).
 #[derive(Debug, Clone, Default, Args)]
 pub struct MemoryArgs {
-    /// Tokens per sequence [default: each model's maximum context].
-    #[arg(long, value_name = "TOKENS", help_heading = "Memory")]
+    /// Tokens per sequence: a number, or with k / M as people write context windows
+    /// (32k = 32,768; 128K = 131,072; 1M = 1,048,576) [default: each model's maximum context].
+    #[arg(long, value_name = "TOKENS", value_parser = parse_tokens, help_heading = "Memory")]
     pub context: Option<u64>,
     /// Sequences served at once, each holding --context tokens of KV cache [default: 1].
     #[arg(long, value_name = "N", help_heading = "Memory")]
@@ -39,6 +40,22 @@ pub struct MemoryArgs {
     /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].
     #[arg(long, help_heading = "Memory")]
     pub include_mtp: bool,
+}
+
+/// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
+/// powers of two, so k is 1,024 (Qwen3's "32K" is 32,768 tokens, Llama 3.1's "128K" 131,072).
+fn parse_tokens(s: &str) -> Result<u64, String> {
+    let text = s.trim();
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 1 << 10),
+        Some((i, 'm' | 'M')) => (&text[..i], 1 << 20),
+        _ => (text, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{s}` is not a token count: a whole number, or with k or M (32k, 128K, 1M)"))
 }
 
 /// `--kv-dtype`: `auto` is the absence of a choice.
@@ -116,6 +133,22 @@ mod tests {
         )
         .expect("json");
         assert_eq!(o, json);
+    }
+
+    #[test]
+    fn context_takes_k_and_m_as_people_write_them() {
+        for (text, tokens) in [
+            ("32768", 32_768),
+            ("32k", 32_768),
+            ("32K", 32_768),
+            ("128k", 131_072),
+            ("1M", 1_048_576),
+        ] {
+            assert_eq!(parse(&["--context", text]).expect(text).context, Some(tokens), "{text}");
+        }
+        for bad in ["32kb", "k", "1.5k", "-1k", "99999999999999999999k"] {
+            assert!(parse(&["--context", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

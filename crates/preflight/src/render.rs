@@ -40,7 +40,14 @@ pub fn bytes(n: u64) -> String {
 
 pub fn verdict(v: &Verdict) -> String {
     let mut out = String::new();
-    let state = if v.admissible { "ADMISSIBLE" } else { "NOT ADMISSIBLE" };
+    let fits = v.memory.as_ref().and_then(|m| m.fits);
+    // What a person checks first, first: a plan that cannot be served says so before
+    // anything else (the exit status is 4).
+    let state = match (v.admissible, fits) {
+        (true, Some(false)) => "DOES NOT FIT (admissible)",
+        (true, _) => "ADMISSIBLE",
+        (false, _) => "NOT ADMISSIBLE",
+    };
     let _ = writeln!(
         out,
         "{state}: {} blocking, {} warnings, {} info  (planner {}, semantics {})",

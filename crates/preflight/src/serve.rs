@@ -1,5 +1,6 @@
 //! `preflight serve`: logging, a runtime, and the server library.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use preflight_server::{LogFormat, ServeArgs};
@@ -7,8 +8,10 @@ use tracing_subscriber::EnvFilter;
 
 pub fn run(args: ServeArgs) -> ExitCode {
     let filter = EnvFilter::try_from_env("PREFLIGHT_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour codes only for a person at a terminal; a log file or collector gets plain text.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match args.log_format {
         LogFormat::Json => logs.json().init(),

@@ -1,4 +1,4 @@
-//! SPEC §2's order, proven by counting work — never by timing.
+//! design §2's order, proven by counting work — never by timing.
 
 use std::time::Duration;
 

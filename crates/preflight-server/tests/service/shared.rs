@@ -9,11 +9,21 @@ use preflight_testhub::{Fault, Origin, TestHub};
 
 use crate::support::{Server, commit_of, hub};
 
+/// The replicas' shared secret (what `PREFLIGHT_CACHE_SECRET` holds in a deployment).
+pub const SECRET: &str = "test-secret-0123456789abcdef-0123456789";
+
 /// Two replicas (each with its own data dir) on one fixture Hub and one Redis.
 async fn replicas(redis: &RedisServer, flags: &[&str]) -> (Server, Server) {
     let hub = hub().await;
     let url = redis.url();
-    let mut all = vec!["--cache-url", url.as_str(), "--redis-timeout-ms", "200"];
+    let mut all = vec![
+        "--cache-url",
+        url.as_str(),
+        "--cache-secret",
+        SECRET,
+        "--redis-timeout-ms",
+        "200",
+    ];
     all.extend_from_slice(flags);
     let a = crate::support::server_on(hub, &all);
     let b = a.sibling(&all);

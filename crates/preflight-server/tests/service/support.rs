@@ -29,6 +29,8 @@ pub fn args(hub: &TestHub, data: &std::path::Path, flags: &[&str]) -> ServeArgs 
     let mut all = vec![
         "--hub-endpoint",
         hub.url(),
+        "--hub-redirect-hosts",
+        hub.cdn_url().trim_start_matches("http://"),
         "--data-dir",
         data,
         "--upstream-retries",

@@ -21,7 +21,6 @@ use tokio::sync::Semaphore;
 
 use super::config::HubConfig;
 use super::error::HubError;
-use crate::spec::encode_revision;
 
 /// Redirect hops followed for one request (the Hub uses one: resolve → CDN).
 pub const MAX_REDIRECTS: usize = 5;
@@ -34,11 +33,61 @@ pub struct Counters {
     pub requests: AtomicU64,
     pub redirects: AtomicU64,
     pub bytes: AtomicU64,
+    /// The plan's request limit this pass draws from; `None`: not bounded here.
+    pub limit: Option<Arc<RequestLimit>>,
 }
 
 impl Counters {
+    /// Counters drawing every request from `limit` (a plan's).
+    pub fn limited(limit: Arc<RequestLimit>) -> Counters {
+        Counters {
+            limit: Some(limit),
+            ..Counters::default()
+        }
+    }
+
     fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Count one request about to be sent, refusing it past the plan's limit.
+    fn request(&self) -> Result<(), HubError> {
+        Counters::add(&self.requests, 1);
+        match &self.limit {
+            Some(limit) => limit.draw(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// One plan's share of the Hub: how many requests it may send in all, and how many at once.
+/// Shared by every artifact of the plan; the client's own pool bounds all plans together.
+#[derive(Debug)]
+pub struct RequestLimit {
+    max: u64,
+    used: AtomicU64,
+    in_flight: Semaphore,
+}
+
+impl RequestLimit {
+    pub fn new(max: u64, in_flight: usize) -> Self {
+        Self {
+            max,
+            used: AtomicU64::new(0),
+            in_flight: Semaphore::new(in_flight.max(1)),
+        }
+    }
+
+    /// Requests drawn so far (refused ones included).
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    fn draw(&self) -> Result<(), HubError> {
+        if self.used.fetch_add(1, Ordering::Relaxed) >= self.max {
+            return Err(HubError::TooManyRequests { max: self.max });
+        }
+        Ok(())
     }
 }
 
@@ -102,26 +151,44 @@ impl HubClient {
         &self.config
     }
 
-    fn url(&self, path: &str) -> Url {
+    /// The endpoint's path followed by `segments`, **each percent-encoded as one segment**
+    /// (`/` and `%` included) — never a string joined and re-parsed, which a URL library
+    /// would normalise (`%2e%2e` → `..`) and so walk out of the repo. A segment that is empty,
+    /// `.` or `..` is refused rather than silently dropped.
+    fn url<'s>(&self, segments: impl IntoIterator<Item = &'s str>) -> Result<Url, HubError> {
         let mut url = self.endpoint.clone();
-        let base = url.path().trim_end_matches('/').to_owned();
-        url.set_path(&format!("{base}/{path}"));
-        url
+        let mut checked = Vec::new();
+        for segment in segments {
+            if segment.is_empty() || segment == "." || segment == ".." {
+                return Err(HubError::Protocol {
+                    url: self.endpoint.to_string(),
+                    detail: format!("refusing a URL with the path segment {segment:?}"),
+                });
+            }
+            checked.push(segment);
+        }
+        url.path_segments_mut()
+            .map_err(|()| HubError::Config(format!("HF_ENDPOINT {} cannot take a path", self.endpoint)))?
+            .pop_if_empty()
+            .extend(checked);
+        Ok(url)
     }
 
-    /// `/{repo}/resolve/{rev}/{path}` with the revision as one encoded segment.
-    pub fn resolve_url(&self, repo: &str, revision: &str, path: &str) -> Url {
-        self.url(&format!("{repo}/resolve/{}/{path}", encode_revision(revision)))
+    /// `/{org}/{name}/resolve/{rev}/{path…}`: the revision one segment (`refs/pr/1` →
+    /// `refs%2Fpr%2F1`), the path split on `/` and each part its own segment.
+    pub fn resolve_url(&self, repo: &str, revision: &str, path: &str) -> Result<Url, HubError> {
+        let repo_segments = repo.split('/');
+        self.url(repo_segments.chain(["resolve", revision]).chain(path.split('/')))
     }
 
     /// Learn the commit a revision points at from `X-Repo-Commit` on a one-byte read of
     /// `path` (the redirect to the CDN is not followed: the Hub's answer carries the header).
     pub async fn probe(&self, repo: &str, revision: &str, path: &str, counters: &Counters) -> Result<String, HubError> {
-        let url = self.resolve_url(repo, revision, path);
+        let url = self.resolve_url(repo, revision, path)?;
         let ctx = Context { repo, revision, path };
         let response = self
             .retrying(|| async {
-                Counters::add(&counters.requests, 1);
+                counters.request()?;
                 self.send_once(Method::GET, url.clone(), Some("bytes=0-0"), &ctx).await
             })
             .await?;
@@ -133,7 +200,12 @@ impl HubClient {
 
     /// The commit and file list of a revision (`/api/models/{repo}/revision/{rev}`).
     pub async fn repo_info(&self, repo: &str, revision: &str, counters: &Counters) -> Result<RepoInfo, HubError> {
-        let url = self.url(&format!("api/models/{repo}/revision/{}", encode_revision(revision)));
+        let url = self.url(
+            ["api", "models"]
+                .into_iter()
+                .chain(repo.split('/'))
+                .chain(["revision", revision]),
+        )?;
         let ctx = Context {
             repo,
             revision,
@@ -159,7 +231,7 @@ impl HubClient {
         max: usize,
         counters: &Counters,
     ) -> Result<Vec<u8>, HubError> {
-        let url = self.resolve_url(repo, commit, path);
+        let url = self.resolve_url(repo, commit, path)?;
         let ctx = Context {
             repo,
             revision: commit,
@@ -178,7 +250,7 @@ impl HubClient {
         end: u64,
         counters: &Counters,
     ) -> Result<RangeRead, HubError> {
-        let url = self.resolve_url(repo, commit, path);
+        let url = self.resolve_url(repo, commit, path)?;
         let ctx = Context {
             repo,
             revision: commit,
@@ -242,14 +314,26 @@ impl HubClient {
 
     /// Run `attempt` again on transient failures (5xx, 429, timeouts, short bodies), with
     /// exponential backoff — or the server's own `Retry-After` when it gives one.
+    ///
+    /// **Bounded whatever the server says**: at most `max_retries` retries (the backoff
+    /// schedule running out ends them, even while the server keeps sending `Retry-After`),
+    /// and at most `max_retry_wait` spent waiting in all; a wait that would pass that total
+    /// is not started — the last error is returned with the server's advice in it.
     async fn retrying<T, Fut>(&self, attempt: impl FnMut() -> Fut) -> Result<T, HubError>
     where
         Fut: std::future::Future<Output = Result<T, HubError>>,
     {
+        let budget = self.config.max_retry_wait;
+        let mut waited = Duration::ZERO;
         attempt
             .retry(self.backoff())
             .when(HubError::is_transient)
-            .adjust(|e: &HubError, d| e.retry_after().or(d))
+            .adjust(move |e: &HubError, scheduled| {
+                // `None` from the schedule means the retries are spent: never revive them.
+                let wait = e.retry_after().unwrap_or(scheduled?);
+                waited = waited.checked_add(wait).filter(|total| *total <= budget)?;
+                Some(wait)
+            })
             .await
     }
 
@@ -270,8 +354,10 @@ impl HubClient {
         .await
     }
 
-    /// The Hub's own host, or one of the configured redirect hosts (`.suffix` matches a domain
-    /// and its subdomains), over http(s).
+    /// The Hub's own origin (scheme, host **and port**), or one of the configured redirect
+    /// hosts: `name`, `.domain` (the domain and its subdomains) or either with `:port`. A
+    /// redirect host is reached over the Hub's own scheme and, unless its entry names one, the
+    /// scheme's default port — so an allowed name never opens every port on that machine.
     fn may_redirect_to(&self, url: &Url) -> bool {
         let Some(host) = url.host_str() else { return false };
         if !matches!(url.scheme(), "http" | "https") {
@@ -280,12 +366,34 @@ impl HubClient {
         let Some(allowed_hosts) = &self.config.redirect_hosts else {
             return true;
         };
-        if Some(host) == self.endpoint.host_str() {
+        if url.origin() == self.endpoint.origin() {
             return true;
         }
-        allowed_hosts.iter().any(|allowed| match allowed.strip_prefix('.') {
-            Some(domain) => host == domain || host.ends_with(allowed.as_str()),
-            None => host == allowed,
+        if url.scheme() != self.endpoint.scheme() {
+            return false;
+        }
+        let Some(port) = url.port_or_known_default() else {
+            return false;
+        };
+        allowed_hosts.iter().any(|allowed| {
+            let (name, allowed_port) = match allowed.rsplit_once(':') {
+                Some((name, p)) if !name.contains(':') || (name.starts_with('[') && name.ends_with(']')) => {
+                    match p.parse::<u16>() {
+                        Ok(p) => (name, Some(p)),
+                        Err(_) => return false,
+                    }
+                }
+                _ => (allowed.as_str(), None),
+            };
+            let port_ok = match allowed_port {
+                Some(p) => p == port,
+                None => url.port().is_none(),
+            };
+            let host_ok = match name.strip_prefix('.') {
+                Some(domain) => host == domain || host.ends_with(name),
+                None => host == name,
+            };
+            port_ok && host_ok
         })
     }
 
@@ -298,7 +406,18 @@ impl HubClient {
         ctx: &Context<'_>,
         counters: &Counters,
     ) -> Result<reqwest::Response, HubError> {
-        Counters::add(&counters.requests, 1);
+        counters.request()?;
+        // The plan's own bound on requests at once, taken before the shared pool's.
+        let _plan_permit = match &counters.limit {
+            Some(limit) => Some(
+                limit
+                    .in_flight
+                    .acquire()
+                    .await
+                    .map_err(|_| HubError::Config("the plan's request pool is closed".into()))?,
+            ),
+            None => None,
+        };
         let mut url = url;
         for hop in 0..=MAX_REDIRECTS {
             let response = self.send_once(method.clone(), url.clone(), range, ctx).await?;

@@ -41,11 +41,38 @@ pub enum HubError {
     Offline { what: String },
     #[error("the shared Hub budget is spent for now; retry after {}s", retry_after.as_secs().max(1))]
     BudgetExhausted { retry_after: Duration },
+    #[error(
+        "the plan needs more than {max} requests to the Hub; refused (a repo this large or this split is not planned)"
+    )]
+    TooManyRequests { max: u64 },
     #[error("{0}")]
     Config(String),
 }
 
 impl HubError {
+    /// The stable, machine-readable code: the service's `error.code` and the CLI's `--json`
+    /// error document say the same thing for the same failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            HubError::GatedNoToken { .. } | HubError::GatedDenied { .. } => "gated",
+            HubError::Unauthorized { .. } => "unauthorized",
+            HubError::RepoNotFound { .. } => "repo_not_found",
+            HubError::RevisionNotFound { .. } => "revision_not_found",
+            HubError::EntryNotFound { .. } => "file_not_found",
+            HubError::RateLimited { .. } => "upstream_rate_limited",
+            HubError::BudgetExhausted { .. } => "hub_budget_exhausted",
+            HubError::Timeout { .. } => "upstream_timeout",
+            HubError::TooLarge { .. } => "upstream_too_large",
+            HubError::TooManyRequests { .. } => "too_many_upstream_requests",
+            HubError::Upstream { .. }
+            | HubError::Connect { .. }
+            | HubError::Truncated { .. }
+            | HubError::Protocol { .. } => "upstream_failed",
+            HubError::Offline { .. } => "offline",
+            HubError::Config(_) => "misconfigured",
+        }
+    }
+
     /// Worth another try: the server or the path to it may recover.
     pub fn is_transient(&self) -> bool {
         match self {

@@ -5,6 +5,7 @@
 //! guess falls short. GGUF headers are read in growing chunks. `tokenizer.json` is never read.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::try_join_all;
@@ -12,7 +13,8 @@ use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile
 use preflight_formats::{config, gguf, index, safetensors};
 
 use super::cache;
-use super::client::{Counters, HubClient};
+use super::client::{Counters, HubClient, RequestLimit};
+use super::config::HubConfig;
 use super::error::HubError;
 use crate::error::SourceError;
 use crate::spec::HubSpec;
@@ -36,6 +38,10 @@ const ENTRY_SLACK: u64 = 4;
 const GUESS_SLACK: u64 = 256;
 /// First read of a GGUF; doubled until the header parses.
 const GGUF_FIRST_READ: u64 = 1 << 20;
+/// Parts a split GGUF may have. llama.cpp's `gguf-split` cuts at 128 tensors a part by
+/// default, so even the largest published models come in a few dozen parts; a name claiming
+/// `-of-99999` is a request flood, refused before any part is read.
+pub const MAX_SPLIT_PARTS: u32 = 256;
 
 /// Resolve the commit to read: a pinned revision as is; offline, the cache's ref; otherwise
 /// one probe (`X-Repo-Commit` on a one-byte read), counted in `counters`.
@@ -60,7 +66,22 @@ pub async fn resolve_commit(client: &HubClient, spec: &HubSpec, counters: &Count
         Err(HubError::EntryNotFound { .. }) if spec.file.is_none() => {
             Ok(client.repo_info(&spec.repo, revision, counters).await?.sha)
         }
+        // A file the repo does not have: say which files it does have.
+        Err(HubError::EntryNotFound { .. }) => {
+            let info = client.repo_info(&spec.repo, revision, counters).await?;
+            Err(file_not_in_repo(spec, path, info.siblings))
+        }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// `file` is not in `listing`: the error names the GGUF files that are.
+fn file_not_in_repo(spec: &HubSpec, file: &str, listing: Vec<String>) -> SourceError {
+    SourceError::FileNotInRepo {
+        spec: spec.to_string(),
+        file: file.to_owned(),
+        revision: spec.revision_or_main().to_owned(),
+        available: listing.into_iter().filter(|f| f.ends_with(".gguf")).collect(),
     }
 }
 
@@ -95,16 +116,10 @@ pub async fn stage(
     spec: &HubSpec,
     commit: &str,
     listing: Option<Vec<String>>,
-    budget: &HeaderBudget,
+    budget: &PlanBudget,
 ) -> Result<ArtifactFacts, SourceError> {
     let hub = client.config();
-    let source = SourceRef {
-        spec: spec.to_string(),
-        repo: Some(spec.repo.clone()),
-        revision: spec.revision.clone(),
-        commit: Some(commit.to_owned()),
-        pinned: spec.is_pinned(),
-    };
+    let source = source_ref(spec, commit);
     if let Some(snapshot) = cache::snapshot(&hub.hf_home, &spec.repo, commit) {
         let path = spec
             .file
@@ -131,7 +146,7 @@ pub async fn stage(
         }
         .into());
     }
-    let counters = Counters::default();
+    let counters = Counters::limited(budget.requests.clone());
     let reader = Reader {
         client,
         repo: &spec.repo,
@@ -140,7 +155,7 @@ pub async fn stage(
         budget,
     };
     let (config, quant_config, content, files) = match &spec.file {
-        Some(file) if file.ends_with(".gguf") => (None, None, reader.gguf(file).await?, 0),
+        Some(file) if file.ends_with(".gguf") => (None, None, reader.named_gguf(spec, file, listing).await?, 0),
         Some(file) if file.ends_with(".safetensors") => {
             let file = reader.safetensors(file, UNKNOWN_HEADER_GUESS).await?;
             (
@@ -183,6 +198,18 @@ pub async fn stage(
     })
 }
 
+/// How a verdict names a Hub source read at `commit`: the request's own spec, revision and
+/// pinning, whoever staged the facts first (a cached verdict is relabelled with this).
+pub fn source_ref(spec: &HubSpec, commit: &str) -> SourceRef {
+    SourceRef {
+        spec: spec.to_string(),
+        repo: Some(spec.repo.clone()),
+        revision: spec.revision.clone(),
+        commit: Some(commit.to_owned()),
+        pinned: spec.is_pinned(),
+    }
+}
+
 /// Everything the content names is present (a cache snapshot may hold only some shards).
 fn complete(content: &Content) -> bool {
     match content {
@@ -191,19 +218,31 @@ fn complete(content: &Content) -> bool {
     }
 }
 
-/// Header bytes one plan may read, shared by all its artifacts: a hostile or enormous
-/// checkpoint costs at most this much memory and bandwidth.
-pub struct HeaderBudget {
+/// What one plan may cost, shared by all its artifacts: header bytes (memory and bandwidth)
+/// and requests to the Hub (in all, and at once). A hostile or enormous checkpoint costs at
+/// most this much, and never the whole request pool other callers share.
+pub struct PlanBudget {
     max: u64,
     used: AtomicU64,
+    requests: Arc<RequestLimit>,
 }
 
-impl HeaderBudget {
-    pub fn new(max: u64) -> Self {
+impl PlanBudget {
+    /// The bounds `config` sets for one plan.
+    pub fn new(config: &HubConfig) -> Self {
         Self {
-            max,
+            max: config.max_header_bytes,
             used: AtomicU64::new(0),
+            requests: Arc::new(RequestLimit::new(
+                config.max_requests_per_plan,
+                config.max_in_flight_per_plan.min(config.max_concurrent),
+            )),
         }
+    }
+
+    /// Requests drawn from this budget so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.used()
     }
 
     fn take(&self, n: u64, file: &str) -> Result<(), SourceError> {
@@ -223,7 +262,7 @@ struct Reader<'a> {
     repo: &'a str,
     commit: &'a str,
     counters: &'a Counters,
-    budget: &'a HeaderBudget,
+    budget: &'a PlanBudget,
 }
 
 impl Reader<'_> {
@@ -320,7 +359,7 @@ impl Reader<'_> {
             .filter(|s| s.ends_with(".gguf") && gguf::split_part(s).is_none_or(|(i, _)| i == 1))
             .collect();
         match first_parts.as_slice() {
-            [one] => Ok((config, quant_config, self.gguf(one).await?, small_files)),
+            [one] => Ok((config, quant_config, self.gguf(one, &siblings).await?, small_files)),
             [] => Err(SourceError::NotACheckpoint {
                 path: self.repo.into(),
                 reason: format!("no {INDEX}, {SINGLE}, .safetensors or .gguf files at {}", self.commit),
@@ -410,10 +449,68 @@ impl Reader<'_> {
         })
     }
 
+    /// The GGUF a spec names. A split GGUF is checked against the repo's listing first (one
+    /// request, unless the caller has it), so only parts that exist are read; a name that is
+    /// not in the repo is answered with the GGUF files that are.
+    async fn named_gguf(
+        &self,
+        spec: &HubSpec,
+        file: &str,
+        listing: Option<Vec<String>>,
+    ) -> Result<Content, SourceError> {
+        let listing = match listing {
+            Some(listing) => Some(listing),
+            None if gguf::split_part(file).is_some() => Some(self.listing().await?),
+            None => None,
+        };
+        let result = match &listing {
+            Some(listing) if !listing.iter().any(|f| f == file) => Err(SourceError::Hub(HubError::EntryNotFound {
+                repo: self.repo.to_owned(),
+                revision: self.commit.to_owned(),
+                path: file.to_owned(),
+            })),
+            Some(listing) => self.gguf(file, listing).await,
+            None => self.gguf(file, &[]).await,
+        };
+        match result {
+            Err(SourceError::Hub(HubError::EntryNotFound { path, .. })) if path == file => {
+                let listing = match listing {
+                    Some(listing) => listing,
+                    None => self.listing().await?,
+                };
+                Err(file_not_in_repo(spec, file, listing))
+            }
+            other => other,
+        }
+    }
+
+    async fn listing(&self) -> Result<Vec<String>, SourceError> {
+        Ok(self
+            .client
+            .repo_info(self.repo, self.commit, self.counters)
+            .await?
+            .siblings)
+    }
+
     /// A GGUF (and the other parts of a split GGUF), each header read in doubling chunks.
-    async fn gguf(&self, first: &str) -> Result<Content, SourceError> {
+    /// `listing` is the repo's file list (empty when unknown and the GGUF is not split): a
+    /// part it does not name is missing without a request, and a split count past
+    /// [`MAX_SPLIT_PARTS`] is refused before anything is read.
+    async fn gguf(&self, first: &str, listing: &[String]) -> Result<Content, SourceError> {
+        if let Some((_, count)) = gguf::split_part(first)
+            && count > MAX_SPLIT_PARTS
+        {
+            return Err(SourceError::NotACheckpoint {
+                path: first.into(),
+                reason: format!("a GGUF split into {count} parts; at most {MAX_SPLIT_PARTS} are planned"),
+            });
+        }
         let names = gguf::split_siblings(first).unwrap_or_else(|| vec![first.to_owned()]);
+        let listed = |name: &str| name == first || listing.iter().any(|f| f == name);
         let reads = names.iter().map(|name| async move {
+            if !listed(name) {
+                return Ok(None);
+            }
             match self.gguf_part(name).await {
                 Ok(part) => Ok(Some(part)),
                 Err(SourceError::Hub(HubError::EntryNotFound { .. })) if name != first => Ok(None),

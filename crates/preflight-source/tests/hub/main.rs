@@ -3,5 +3,6 @@
 
 mod cache;
 mod faults;
+mod hostile;
 mod staging;
 mod support;

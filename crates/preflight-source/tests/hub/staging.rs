@@ -96,7 +96,7 @@ async fn staging_reads_the_probed_commit_even_if_the_branch_moves() {
     // main moves to another commit between probe and read…
     hub.set_ref("Qwen/Qwen3-8B", "main", &second).expect("move main");
     hub.clear_requests();
-    let budget = preflight_source::hub::stage::HeaderBudget::new(1 << 30);
+    let budget = preflight_source::hub::stage::PlanBudget::new(client.config());
     let facts = preflight_source::hub::stage::stage(&client, &spec, &commit, None, &budget)
         .await
         .expect("stage");
@@ -168,7 +168,7 @@ async fn missing_repo_revision_and_file_are_specific() {
     ));
     assert!(matches!(
         err("hf://Qwen/Qwen3-8B-GGUF/missing.gguf").await,
-        SourceError::Hub(HubError::EntryNotFound { .. })
+        SourceError::FileNotInRepo { .. }
     ));
 }
 
@@ -240,8 +240,9 @@ async fn redirects_go_only_to_allowed_hosts() {
         hub.requests().iter().all(|r| r.origin == Origin::Hub),
         "nothing was read from the other host"
     );
-    let allowed = preflight_source::hub::HubClient::new(config(vec!["127.0.0.2".into()])).expect("client");
+    let cdn = hub.cdn_url().trim_start_matches("http://").to_owned();
+    let allowed = preflight_source::hub::HubClient::new(config(vec![cdn])).expect("client");
     plan_source(&allowed, "hf://Qwen/Qwen3-0.6B")
         .await
-        .expect("allowed host");
+        .expect("allowed host and port");
 }

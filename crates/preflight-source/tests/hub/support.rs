@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use preflight_formats::facts::ArtifactFacts;
 use preflight_source::SourceError;
-use preflight_source::hub::stage::{HeaderBudget, resolve_commit, stage};
+use preflight_source::hub::stage::{PlanBudget, resolve_commit, stage};
 use preflight_source::hub::{Counters, HubClient, HubConfig};
 use preflight_source::spec::{self, HubSpec, SourceSpec};
 use preflight_testhub::{Origin, RequestRecord, TestHub};
@@ -42,14 +42,7 @@ pub async fn plan_source(client: &HubClient, source: &str) -> Result<(ArtifactFa
     let spec = hub_spec(source);
     let probe = Counters::default();
     let commit = resolve_commit(client, &spec, &probe).await?;
-    let facts = stage(
-        client,
-        &spec,
-        &commit,
-        None,
-        &HeaderBudget::new(client.config().max_header_bytes),
-    )
-    .await?;
+    let facts = stage(client, &spec, &commit, None, &PlanBudget::new(client.config())).await?;
     Ok((facts, probe.requests.load(std::sync::atomic::Ordering::Relaxed)))
 }
 

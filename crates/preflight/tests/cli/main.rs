@@ -2,6 +2,7 @@
 //! One test binary, a module per area (as ripgrep does).
 
 mod exit_codes;
+mod first_use;
 mod fixtures;
 mod gate;
 mod hub;

@@ -27,6 +27,9 @@ fn post(base: &str, body: &Value) -> (u16, Value) {
     })
 }
 
+/// The processes' shared secret for what they store in Redis.
+const SECRET: &str = "cli-test-secret-0123456789abcdef-0123";
+
 fn hub_requests(hub: &TestHub) -> usize {
     hub.requests().iter().filter(|r| r.origin == Origin::Hub).count()
 }
@@ -39,6 +42,8 @@ fn a_miss_on_one_process_is_a_hit_on_the_other_and_the_budget_holds_across_both(
     let flags = [
         "--cache-url",
         url.as_str(),
+        "--cache-secret",
+        SECRET,
         "--hub-budget",
         "30",
         "--hub-budget-window-secs",
@@ -99,7 +104,7 @@ fn two_processes_stage_once_and_ride_out_a_redis_outage() {
     let hub = TestHub::builder().start_blocking().expect("hub");
     hub.add_fault(preflight_testhub::Fault::latency(std::time::Duration::from_millis(50)));
     let url = redis.url();
-    let flags = ["--cache-url", url.as_str()];
+    let flags = ["--cache-url", url.as_str(), "--cache-secret", SECRET];
     let (da, db) = (
         tempfile::tempdir().expect("tempdir"),
         tempfile::tempdir().expect("tempdir"),

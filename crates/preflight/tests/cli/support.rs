@@ -112,6 +112,8 @@ pub fn serve(hub: &preflight_testhub::TestHub, data: &Path, extra: &[&str]) -> (
             "127.0.0.1:0",
             "--hub-endpoint",
             hub.url(),
+            "--hub-redirect-hosts",
+            hub.cdn_url().trim_start_matches("http://"),
             "--data-dir",
         ])
         .arg(data)
