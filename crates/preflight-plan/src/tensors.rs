@@ -169,6 +169,11 @@ impl Classifier<'_> {
     /// `None` when no group of the family claims the tensor.
     pub fn classify(&self, raw_name: &str, shape: &NameShape) -> Option<(Component, Placement)> {
         if let Some((_, component)) = self.encoders.iter().find(|(p, _)| raw_name.starts_with(p)) {
+            // A buffer the family names inside an encoder (Gemma 4's `std_scale`, clipped
+            // linears' bounds) stays a buffer: stored, not a parameter.
+            if self.family.classify(&shape.normalized, false) == Some(Component::Buffer) {
+                return Some((Component::Buffer, Placement::Replicated));
+            }
             // Encoders are small and vLLM replicates most of a ViT's norms; their linear
             // layers shard. Counting them sharded matches what ranks hold to within norms.
             return Some((*component, Placement::Sharded));

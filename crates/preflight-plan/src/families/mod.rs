@@ -5,8 +5,10 @@
 
 mod deepseek;
 mod gemma;
+mod gemma4;
 mod gpt_oss;
 mod llama;
+mod llama4;
 pub mod llama_cpp;
 mod mixtral;
 mod phi3;
@@ -128,12 +130,14 @@ impl Family {
 
 pub static FAMILIES: &[&Family] = &[
     &llama::FAMILY,
+    &llama4::FAMILY,
     &qwen::FAMILY,
     &qwen::MOE_FAMILY,
     &mixtral::FAMILY,
     &deepseek::FAMILY,
     &gpt_oss::FAMILY,
     &gemma::FAMILY,
+    &gemma4::FAMILY,
     &phi3::FAMILY,
 ];
 
