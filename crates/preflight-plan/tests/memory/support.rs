@@ -14,7 +14,7 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
 }
 
-/// `org/name` of a Hub fixture at its `main` commit, as facts. Cached: DeepSeek-V3 has 161
+/// `org/name` of a Hub fixture (plain or packed) at its `main` commit, as facts. Cached: DeepSeek-V3 has 161
 /// headers to parse.
 pub fn hub(repo: &str) -> ArtifactFacts {
     static CACHE: OnceLock<Mutex<BTreeMap<String, ArtifactFacts>>> = OnceLock::new();
@@ -27,8 +27,27 @@ pub fn hub(repo: &str) -> ArtifactFacts {
     facts
 }
 
+/// The packed fixture repos (`org/name` → unpacked tree), unpacked once per test process
+/// with the helper the CLI tests use.
+fn packed() -> &'static BTreeMap<String, PathBuf> {
+    static PACKED: OnceLock<BTreeMap<String, PathBuf>> = OnceLock::new();
+    PACKED.get_or_init(|| {
+        preflight_testhub::packed::unpack_all(&fixtures(), Path::new(env!("CARGO_TARGET_TMPDIR")))
+            .expect("unpack fixtures/packed")
+    })
+}
+
+/// A fixture repo's tree: `hub/` when there, else the unpacked `packed/` one.
+fn repo_dir(repo: &str) -> PathBuf {
+    let plain = fixtures().join("hub").join(repo);
+    match plain.exists() {
+        true => plain,
+        false => packed().get(repo).cloned().unwrap_or(plain),
+    }
+}
+
 fn load(repo: &str) -> ArtifactFacts {
-    let dir = fixtures().join("hub").join(repo);
+    let dir = repo_dir(repo);
     let refs: Value = serde_json::from_slice(&fs::read(dir.join("refs.json")).expect("refs")).expect("refs json");
     let commit = dir.join(refs["main"].as_str().expect("main"));
     let stubs: BTreeMap<String, u64> = fs::read(commit.join(".stubs.json"))
