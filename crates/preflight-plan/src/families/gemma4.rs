@@ -274,11 +274,13 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     })
 }
 
+/// A layer's `(head_dim, num_key_value_heads)` overrides.
+type Override = (Option<u64>, Option<u64>);
+
 /// `per_layer_config` as `__post_init__` writes it: a sparse map from layer index to the
 /// attributes that layer overrides. Only `head_dim` and `num_key_value_heads` are modelled;
 /// any other override is refused.
-#[allow(clippy::type_complexity)]
-fn per_layer_overrides(cfg: &mut ConfigReader, layers: u64) -> Option<Vec<Option<(Option<u64>, Option<u64>)>>> {
+fn per_layer_overrides(cfg: &mut ConfigReader, layers: u64) -> Option<Vec<Option<Override>>> {
     let map = cfg.opt_object("per_layer_config")?;
     let mut out = vec![None; layers as usize];
     for (index, value) in map {
