@@ -207,6 +207,11 @@ impl Classifier<'_> {
     /// stack (DeepSeek-style appended MTP layers).
     pub fn classify(&self, normalized: &str, in_mtp_layer: bool) -> Option<(Component, Placement)> {
         if let Some((_, component)) = self.encoders.iter().find(|(p, _)| normalized.starts_with(p)) {
+            // A buffer the family names inside an encoder (Gemma 4's `std_scale`, clipped
+            // linears' bounds) stays a buffer: stored, not a parameter.
+            if self.family.classify(normalized, false) == Some(Component::Buffer) {
+                return Some((Component::Buffer, Placement::Replicated));
+            }
             // Encoders are small and vLLM replicates most of a ViT's norms; their linear
             // layers shard. Counting them sharded matches what ranks hold to within norms.
             return Some((*component, Placement::Sharded));

@@ -1,5 +1,8 @@
 //! Gemma 2 and Gemma 3 (text): interleaved sliding/full attention, `head_dim` independent of
-//! hidden/heads (256 on gemma-3-1b), sandwich norms, tied embeddings by default.
+//! hidden/heads (256 on gemma-3-1b), sandwich norms, tied embeddings by default. Gemma 3's
+//! multimodal wrapper (`gemma3`, `Gemma3ForConditionalGeneration`) adds a SigLIP vision tower
+//! and a projector (transformers 5.24 `models/gemma3/configuration_gemma3.py` `Gemma3Config`,
+//! `modeling_gemma3.py` `Gemma3MultiModalProjector` l.635-650).
 
 use super::*;
 
@@ -37,8 +40,38 @@ pub static FAMILY: Family = Family {
             Norm,
         )],
     ],
-    architectures: &["Gemma2ForCausalLM", "Gemma3ForCausalLM"],
+    architectures: &[
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
+    ],
     normalize,
+    wrappers: &[Wrapper {
+        model_type: "gemma3",
+        // `Gemma3Config`'s own fields, and its `attribute_map` aliases for the token ids.
+        keys: &[
+            ("boi_token_index", Grade::Metadata),
+            ("eoi_token_index", Grade::Metadata),
+            ("image_token_index", Grade::Metadata),
+            ("boi_token_id", Grade::Metadata),
+            ("eoi_token_id", Grade::Metadata),
+            ("image_token_id", Grade::Metadata),
+            // Sets the projector's pooling kernel (no parameters): tokens an image takes.
+            ("mm_tokens_per_image", Grade::Numerics),
+        ],
+        encoders: &[Encoder {
+            config_key: "vision_config",
+            keys: SIGLIP_VISION_KEYS,
+            // transformers 5 saves `model.vision_tower.*` / `model.multi_modal_projector.*`;
+            // the published Gemma 3 checkpoints keep the 4.x names without `model.`.
+            tensors: &[
+                ("model.vision_tower.", Component::Vision),
+                ("vision_tower.", Component::Vision),
+                ("model.multi_modal_projector.", Component::Projector),
+                ("multi_modal_projector.", Component::Projector),
+            ],
+        }],
+    }],
     gguf: Some(Gguf {
         architectures: &[("gemma2", "gemma2"), ("gemma3", "gemma3_text")],
         keys: &[],
@@ -51,6 +84,19 @@ pub static FAMILY: Family = Family {
     }),
     ..Family::BASE
 };
+
+/// `SiglipVisionConfig`'s fields (transformers 5.24 `models/siglip/configuration_siglip.py`).
+/// The tower is counted from its stored tensors; these keys shape them.
+const SIGLIP_VISION_KEYS: &[(&str, Grade)] = &[
+    ("hidden_size", Grade::Consumed),
+    ("intermediate_size", Grade::Consumed),
+    ("num_hidden_layers", Grade::Consumed),
+    ("num_attention_heads", Grade::Consumed),
+    ("num_channels", Grade::Consumed),
+    ("image_size", Grade::Consumed),
+    ("patch_size", Grade::Consumed),
+    ("vision_use_head", Grade::Consumed),
+];
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, true)?;

@@ -1,5 +1,9 @@
 //! Llama and Mistral: GQA, gated MLP, every layer full attention (Mistral: sliding when
-//! `sliding_window` is set).
+//! `sliding_window` is set). Mistral 3 (`mistral3`, `Mistral3ForConditionalGeneration`,
+//! Mistral Small 3.x) wraps a `mistral` language model with a Pixtral vision tower and a
+//! patch-merging projector (transformers 5.24 `models/mistral3/configuration_mistral3.py`
+//! `Mistral3Config`, `modeling_mistral3.py` `Mistral3MultiModalProjector` l.108-125); it lives
+//! here because its language model is this family's `mistral`.
 
 use super::*;
 
@@ -28,8 +32,37 @@ pub static FAMILY: Family = Family {
             group("model.layers.N.mlp.{gate,up,down}_proj.bias", Mlp),
         ],
     ],
-    architectures: &["LlamaForCausalLM", "MistralForCausalLM"],
+    architectures: &[
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "Mistral3ForConditionalGeneration",
+    ],
     normalize,
+    wrappers: &[Wrapper {
+        model_type: "mistral3",
+        // `Mistral3Config`'s own fields.
+        keys: &[
+            ("image_token_index", Grade::Metadata),
+            ("image_token_id", Grade::Metadata),
+            // Shape the projector, which is counted from its stored tensors.
+            ("vision_feature_layer", Grade::Consumed),
+            ("spatial_merge_size", Grade::Consumed),
+            ("multimodal_projector_bias", Grade::Consumed),
+            ("projector_hidden_act", Grade::Numerics),
+        ],
+        encoders: &[Encoder {
+            config_key: "vision_config",
+            keys: PIXTRAL_VISION_KEYS,
+            // transformers 5 saves `model.vision_tower.*` / `model.multi_modal_projector.*`;
+            // the published Mistral Small 3.x checkpoints keep the names without `model.`.
+            tensors: &[
+                ("model.vision_tower.", Component::Vision),
+                ("vision_tower.", Component::Vision),
+                ("model.multi_modal_projector.", Component::Projector),
+                ("multi_modal_projector.", Component::Projector),
+            ],
+        }],
+    }],
     gguf: Some(Gguf {
         architectures: &[("llama", "llama"), ("mistral", "mistral")],
         keys: &[],
@@ -38,6 +71,20 @@ pub static FAMILY: Family = Family {
     }),
     ..Family::BASE
 };
+
+/// `PixtralVisionConfig`'s fields (transformers 5.24 `models/pixtral/configuration_pixtral.py`;
+/// `head_dim` is set in `__post_init__` and read by `modeling_pixtral.py` l.69). The tower is
+/// counted from its stored tensors; these keys shape them.
+const PIXTRAL_VISION_KEYS: &[(&str, Grade)] = &[
+    ("hidden_size", Grade::Consumed),
+    ("intermediate_size", Grade::Consumed),
+    ("num_hidden_layers", Grade::Consumed),
+    ("num_attention_heads", Grade::Consumed),
+    ("num_channels", Grade::Consumed),
+    ("image_size", Grade::Consumed),
+    ("patch_size", Grade::Consumed),
+    ("head_dim", Grade::Consumed),
+];
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;

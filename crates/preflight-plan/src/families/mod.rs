@@ -5,8 +5,10 @@
 
 mod deepseek;
 mod gemma;
+mod gemma4;
 mod gpt_oss;
 mod llama;
+mod llama4;
 pub mod llama_cpp;
 mod mixtral;
 mod phi3;
@@ -133,6 +135,7 @@ impl Family {
 
 pub static FAMILIES: &[&Family] = &[
     &llama::FAMILY,
+    &llama4::FAMILY,
     &qwen::FAMILY,
     &qwen::MOE_FAMILY,
     &qwen::QWEN2_MOE_FAMILY,
@@ -140,6 +143,7 @@ pub static FAMILIES: &[&Family] = &[
     &deepseek::FAMILY,
     &gpt_oss::FAMILY,
     &gemma::FAMILY,
+    &gemma4::FAMILY,
     &phi3::FAMILY,
     &qwen3_5::FAMILY,
     &qwen3_5::MOE_FAMILY,

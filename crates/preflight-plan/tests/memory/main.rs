@@ -6,6 +6,7 @@ mod fail_closed;
 mod fit;
 mod hybrid;
 mod kv;
+mod kv_gemma4_llama4;
 mod llamacpp;
 mod properties;
 mod support;
