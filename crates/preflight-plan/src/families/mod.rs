@@ -5,10 +5,13 @@
 
 mod deepseek;
 mod gemma;
+mod glm;
 mod gpt_oss;
 mod llama;
 pub mod llama_cpp;
+mod minimax;
 mod mixtral;
+mod nemotron_h;
 mod phi3;
 mod qwen;
 
@@ -135,6 +138,10 @@ pub static FAMILIES: &[&Family] = &[
     &gpt_oss::FAMILY,
     &gemma::FAMILY,
     &phi3::FAMILY,
+    &glm::GLM4_MOE,
+    &glm::GLM_MOE_DSA,
+    &minimax::FAMILY,
+    &nemotron_h::FAMILY,
 ];
 
 /// The family whose language model is `model_type`.
