@@ -4,6 +4,7 @@
 
 mod fail_closed;
 mod fit;
+mod glm_nemotron;
 mod kv;
 mod llamacpp;
 mod properties;

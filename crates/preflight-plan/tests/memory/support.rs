@@ -1,4 +1,5 @@
-//! The bundled Hub fixtures read into facts in memory (header prefixes parsed against each
+//! The bundled Hub fixtures, plain (`fixtures/hub`) and packed (`fixtures/packed`, unpacked
+//! once per test process), read into facts in memory (header prefixes parsed against each
 //! stub's full size), so the planner is tested on real checkpoint layouts without staging.
 
 use std::collections::BTreeMap;
@@ -27,8 +28,26 @@ pub fn hub(repo: &str) -> ArtifactFacts {
     facts
 }
 
+/// The packed fixture repos (`org/name` → unpacked tree), unpacked once per test process.
+pub fn packed() -> &'static BTreeMap<String, PathBuf> {
+    static PACKED: OnceLock<BTreeMap<String, PathBuf>> = OnceLock::new();
+    PACKED.get_or_init(|| {
+        preflight_testhub::packed::unpack_all(&fixtures(), Path::new(env!("CARGO_TARGET_TMPDIR")))
+            .expect("unpack fixtures/packed")
+    })
+}
+
+/// A fixture repo's tree: the plain `hub/` tree, else the unpacked `packed/` one.
+pub fn repo_dir(repo: &str) -> PathBuf {
+    let plain = fixtures().join("hub").join(repo);
+    match packed().get(repo) {
+        Some(dir) if !plain.exists() => dir.clone(),
+        _ => plain,
+    }
+}
+
 fn load(repo: &str) -> ArtifactFacts {
-    let dir = fixtures().join("hub").join(repo);
+    let dir = repo_dir(repo);
     let refs: Value = serde_json::from_slice(&fs::read(dir.join("refs.json")).expect("refs")).expect("refs json");
     let commit = dir.join(refs["main"].as_str().expect("main"));
     let stubs: BTreeMap<String, u64> = fs::read(commit.join(".stubs.json"))
