@@ -128,8 +128,53 @@ pub static GLM4_MOE: Family = Family {
     mtp: Some(MtpLayout::Appended),
     mtp_tensors: deepseek::MTP_TENSORS,
     normalize: normalize_glm4_moe,
+    // llama.cpp `glm4moe` (llama-model.cpp `LLM_ARCH_GLM4_MOE` hparams): every key it reads
+    // (expert_feed_forward_length, expert_count/used/shared, leading_dense_block_count,
+    // expert_weights_scale/norm, expert_gating_func, rope.dimension_sections,
+    // nextn_predict_layers) is one of llama_cpp::KEYS; the nextn block's own tensors are
+    // `blk.N.nextn.*` (LLM_TENSOR_NEXTN_*).
+    gguf: Some(Gguf {
+        architectures: &[("glm4moe", "glm4_moe")],
+        keys: &[],
+        tensors: &[group(
+            "blk.N.nextn.{eh_proj,embed_tokens,enorm,hnorm,shared_head_head,shared_head_norm}.weight",
+            Mtp,
+        )],
+        normalize: normalize_glm4_moe_gguf,
+    }),
     ..Family::BASE
 };
+
+/// llama.cpp's `glm4moe`: convert_hf_to_gguf writes `block_count` = decoder layers + nextn
+/// layers, and llama.cpp caches KV for the first `n_layer − nextn_predict_layers` only
+/// (`hparams.n_layer_kv_from_start`): the main stack is the difference.
+fn normalize_glm4_moe_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
+    let (mut dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
+    let nextn = kv.opt("nextn_predict_layers").unwrap_or(0);
+    if nextn >= dims.layers {
+        let finding = kv.findings.push(
+            crate::findings::Code::ConfigInvalidValue,
+            "glm4moe.nextn_predict_layers",
+            "nextn_predict_layers leaves no decoder layer in block_count",
+        );
+        finding.observed = Some(nextn.into());
+        return None;
+    }
+    dims.layers -= nextn;
+    let layers = (0..dims.layers)
+        .map(|i| Mixer::Attention {
+            kv_heads: kv_per_layer
+                .as_ref()
+                .and_then(|v| v.get(i as usize).copied())
+                .unwrap_or(dims.kv_heads),
+            head_dim: dims.head_dim,
+            v_head_dim,
+            span: Span::Full,
+            shared_kv: false,
+        })
+        .collect();
+    Some(llama_cpp::finish(model_type, GLM4_MOE.name, kv, &dims, layers))
+}
 
 pub static GLM_MOE_DSA: Family = Family {
     name: "glm_moe_dsa",

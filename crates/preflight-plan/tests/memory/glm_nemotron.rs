@@ -186,3 +186,117 @@ fn minimax_m2_7_declared_mtp_modules_absent_is_a_warning_not_a_refusal() {
     assert_eq!(absent.severity, preflight_plan::Severity::Warning);
     assert_eq!(absent.declared, Some(json!(3)));
 }
+
+/// A small `glm4moe` GGUF as llama.cpp's converter lays one out: `block_count` 3 = 2 decoder
+/// layers + 1 nextn layer (`blk.2.*`, with its `nextn.*` tensors), layer 0 dense, layers 1-2
+/// with 4 routed experts and a shared expert, q/k/v biases.
+fn glm4moe_gguf() -> preflight_formats::facts::ArtifactFacts {
+    use preflight_formats::facts::Content;
+    use preflight_formats::gguf::{TensorInfo, Value};
+    let mut facts = hub("Qwen/Qwen3-8B-GGUF");
+    let Content::Gguf { parts, .. } = &mut facts.content else {
+        panic!("gguf")
+    };
+    let header = &mut parts[0].header;
+    header
+        .kv
+        .retain(|k, _| k.starts_with("general.") || k.starts_with("tokenizer."));
+    header
+        .kv
+        .insert("general.architecture".into(), Value::String("glm4moe".into()));
+    for (key, value) in [
+        ("block_count", 3u64),
+        ("context_length", 4096),
+        ("embedding_length", 64),
+        ("feed_forward_length", 128),
+        ("attention.head_count", 4),
+        ("attention.head_count_kv", 2),
+        ("attention.key_length", 16),
+        ("attention.value_length", 16),
+        ("rope.dimension_count", 8),
+        ("expert_count", 4),
+        ("expert_used_count", 2),
+        ("expert_shared_count", 1),
+        ("expert_feed_forward_length", 32),
+        ("leading_dense_block_count", 1),
+        ("nextn_predict_layers", 1),
+        ("vocab_size", 100),
+    ] {
+        header.kv.insert(format!("glm4moe.{key}"), Value::UInt(value));
+    }
+    let mut tensors: Vec<(String, Vec<u64>)> = vec![
+        ("token_embd.weight".into(), vec![64, 100]),
+        ("output_norm.weight".into(), vec![64]),
+        ("output.weight".into(), vec![64, 100]),
+    ];
+    for l in 0..3 {
+        let mut t = |name: &str, dims: &[u64]| tensors.push((format!("blk.{l}.{name}"), dims.to_vec()));
+        t("attn_norm.weight", &[64]);
+        t("post_attention_norm.weight", &[64]);
+        t("attn_q.weight", &[64, 64]);
+        t("attn_k.weight", &[64, 32]);
+        t("attn_v.weight", &[64, 32]);
+        t("attn_q.bias", &[64]);
+        t("attn_k.bias", &[32]);
+        t("attn_v.bias", &[32]);
+        t("attn_output.weight", &[64, 64]);
+        if l == 0 {
+            t("ffn_gate.weight", &[64, 128]);
+            t("ffn_up.weight", &[64, 128]);
+            t("ffn_down.weight", &[128, 64]);
+        } else {
+            t("ffn_gate_inp.weight", &[64, 4]);
+            t("exp_probs_b.bias", &[4]);
+            t("ffn_gate_exps.weight", &[64, 32, 4]);
+            t("ffn_up_exps.weight", &[64, 32, 4]);
+            t("ffn_down_exps.weight", &[32, 64, 4]);
+            t("ffn_gate_shexp.weight", &[64, 32]);
+            t("ffn_up_shexp.weight", &[64, 32]);
+            t("ffn_down_shexp.weight", &[32, 64]);
+        }
+        if l == 2 {
+            t("nextn.eh_proj.weight", &[128, 64]);
+            t("nextn.enorm.weight", &[64]);
+            t("nextn.hnorm.weight", &[64]);
+            t("nextn.shared_head_norm.weight", &[64]);
+        }
+    }
+    let mut offset = 0u64;
+    header.tensors = tensors
+        .into_iter()
+        .map(|(name, dims)| {
+            let info = TensorInfo {
+                name,
+                ggml_type: 1, // F16
+                offset,
+                dims: dims.clone(),
+            };
+            offset += (dims.iter().product::<u64>() * 2).div_ceil(32) * 32;
+            info
+        })
+        .collect();
+    parts[0].size = Some(header.data_offset + offset);
+    facts
+}
+
+#[test]
+fn a_glm4moe_gguf_counts_its_nextn_block_as_mtp_and_caches_the_main_stack_only() {
+    let v = plan(&[glm4moe_gguf()], &options(r#"{"context": 4096}"#));
+    let a = &v.artifacts[0];
+    assert!(v.admissible, "{:#?}", a.findings);
+    let arch = a.architecture.as_ref().expect("architecture");
+    assert_eq!((arch.layers, arch.mtp_layers), (2, 1));
+    assert_eq!(arch.moe.as_ref().map(|m| m.dense_layers.clone()), Some(vec![0]));
+    // Layer 2 without its exp_probs_b buffer: attention 64·64·2 + 64·32·2 + 64+32+32 biases,
+    // 2 norms, router 256, experts 3·2048·4, shared 3·2048, nextn 8192 + 3·64.
+    let attention = 64 * 64 * 2 + 64 * 32 * 2 + 64 + 32 + 32;
+    let mtp = attention + 2 * 64 + 256 + 3 * 2048 * 4 + 3 * 2048 + 8192 + 3 * 64;
+    assert_eq!(
+        a.parameters.by_component.get(&preflight_plan::Component::Mtp),
+        Some(&mtp)
+    );
+    // llama.cpp caches K and V (f16) for the 2 main layers only (n_layer_kv_from_start):
+    // 2 × (2 kv heads × 16 + 2 × 16) × 2 bytes = 256 bytes a token.
+    let m = a.memory.as_ref().expect("memory");
+    assert_eq!(m.kv_cache_bytes_per_token, 2 * (2 * 16 + 2 * 16) * 2);
+}
