@@ -6,11 +6,14 @@
 mod deepseek;
 mod gemma;
 mod gemma4;
+mod glm;
 mod gpt_oss;
 mod llama;
 mod llama4;
 pub mod llama_cpp;
+mod minimax;
 mod mixtral;
+mod nemotron_h;
 mod phi3;
 mod qwen;
 mod qwen3_5;
@@ -149,6 +152,10 @@ pub static FAMILIES: &[&Family] = &[
     &qwen3_5::MOE_FAMILY,
     &qwen3_vl::FAMILY,
     &qwen3_vl::MOE_FAMILY,
+    &glm::GLM4_MOE,
+    &glm::GLM_MOE_DSA,
+    &minimax::FAMILY,
+    &nemotron_h::FAMILY,
 ];
 
 /// The family whose language model is `model_type`.

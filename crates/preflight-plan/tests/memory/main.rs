@@ -4,6 +4,7 @@
 
 mod fail_closed;
 mod fit;
+mod glm_nemotron;
 mod hybrid;
 mod kv;
 mod kv_gemma4_llama4;

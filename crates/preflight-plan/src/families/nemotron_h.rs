@@ -1,0 +1,453 @@
+//! NVIDIA Nemotron-H (`nemotron_h`: Nemotron-H 8B/47B/56B, Nemotron-Nano-9B-v2, the
+//! Nemotron-3 MoE hybrids): a stack of blocks, each one RMSNorm plus one mixer, the kind per
+//! block from `hybrid_override_pattern` (or transformers 5's `layers_block_type`):
+//! `M` Mamba2, `*` GQA attention, `-` an MLP (`up_proj`/`down_proj`, relu²), `E` a routed
+//! MoE. MLP and MoE blocks mix no tokens: their layer kind is `none`.
+//!
+//! Tensors as the published checkpoints name them (`backbone.embeddings`,
+//! `backbone.layers.N.mixer.*`, `backbone.norm_f`, `lm_head`); transformers renames
+//! `backbone.` to `model.` on load, so `model.` is accepted too.
+//!
+//! Mamba state as vLLM 0.19.0 keeps it: conv state `(conv_kernel − 1) × conv_dim` with
+//! `conv_dim = mamba_num_heads × mamba_head_dim + 2 × n_groups × ssm_state_size` in the model
+//! dtype, SSM state `mamba_num_heads × mamba_head_dim × ssm_state_size`
+//! (`mamba_utils.py` `mamba2_state_shape`) in `mamba_ssm_cache_dtype` — the config's, else
+//! float16 (`model_executor/models/config.py` `NemotronHForCausalLMConfig`: vLLM's own
+//! NemotronHConfig has no such field, so `getattr(hf_config, "mamba_ssm_cache_dtype",
+//! "float16")` falls back).
+//!
+//! Grades cite transformers 5.24.0 (`configuration_nemotron_h.py`,
+//! `modeling_nemotron_h.py`) and vLLM 0.19.0 (`nemotron_h.py`,
+//! `transformers_utils/configs/nemotron_h.py`).
+
+use super::*;
+use crate::model::StateDtype;
+
+const KEYS: &[(&str, Grade)] = &[
+    ("num_hidden_layers", Grade::Consumed),
+    ("hidden_size", Grade::Consumed),
+    ("vocab_size", Grade::Consumed),
+    ("max_position_embeddings", Grade::Consumed),
+    ("hybrid_override_pattern", Grade::Consumed),
+    ("layers_block_type", Grade::Consumed),
+    ("layer_types", Grade::Consumed),
+    // Attention blocks.
+    ("num_attention_heads", Grade::Consumed),
+    ("num_key_value_heads", Grade::Consumed),
+    ("head_dim", Grade::Consumed),
+    // NVIDIA's own config class (shipped through `auto_map`) names the head width so;
+    // transformers' class defaults `head_dim` to the same 128. Read when `head_dim` is absent,
+    // and the attention projections' shapes are checked against it.
+    ("attention_head_dim", Grade::Consumed),
+    ("attention_bias", Grade::Consumed),
+    // transformers defines it and never reads it; a window would change the cache, so a
+    // non-null value is refused.
+    ("sliding_window", Grade::Consumed),
+    // MLP blocks.
+    ("intermediate_size", Grade::Consumed),
+    ("mlp_bias", Grade::Consumed),
+    ("mlp_hidden_act", Grade::Numerics),
+    // Mamba2 blocks (and the legacy names `__post_init__` maps onto them).
+    ("mamba_num_heads", Grade::Consumed),
+    ("mamba_head_dim", Grade::Consumed),
+    ("ssm_state_size", Grade::Consumed),
+    ("n_groups", Grade::Consumed),
+    ("mamba_n_groups", Grade::Consumed),
+    ("conv_kernel", Grade::Consumed),
+    ("mamba_d_conv", Grade::Consumed),
+    ("use_conv_bias", Grade::Consumed),
+    ("mamba_conv_bias", Grade::Consumed),
+    ("use_bias", Grade::Consumed),
+    ("mamba_proj_bias", Grade::Consumed),
+    ("mamba_ssm_cache_dtype", Grade::Consumed),
+    // The Mamba width is mamba_num_heads × mamba_head_dim in both references; `expand` is
+    // defined and never read by modeling_nemotron_h.py.
+    ("expand", Grade::Metadata),
+    ("mamba_expand", Grade::Metadata),
+    ("mamba_hidden_act", Grade::Numerics),
+    ("chunk_size", Grade::Numerics),
+    ("mamba_chunk_size", Grade::Numerics),
+    ("use_mamba_kernels", Grade::Numerics),
+    ("time_step_limit", Grade::Numerics),
+    ("mamba_dt_limit", Grade::Numerics),
+    // Initialisation of dt_bias only (NemotronHMamba2Mixer.init_nemotron_h_weights).
+    ("time_step_min", Grade::TrainingOnly),
+    ("time_step_max", Grade::TrainingOnly),
+    ("time_step_floor", Grade::TrainingOnly),
+    ("mamba_dt_min", Grade::TrainingOnly),
+    ("mamba_dt_max", Grade::TrainingOnly),
+    ("mamba_dt_init_floor", Grade::TrainingOnly),
+    // Neither NemotronHConfig defines it nor modeling_nemotron_h.py reads it (the dt
+    // projection is part of in_proj, `num_heads` wide); vLLM's nemotron_h.py does not read it.
+    ("time_step_rank", Grade::Ignored),
+    // MoE blocks.
+    ("n_routed_experts", Grade::Consumed),
+    ("num_local_experts", Grade::Consumed),
+    ("num_experts_per_tok", Grade::Consumed),
+    ("n_shared_experts", Grade::Consumed),
+    ("moe_intermediate_size", Grade::Consumed),
+    ("moe_shared_expert_intermediate_size", Grade::Consumed),
+    ("moe_latent_size", Grade::Consumed),
+    ("moe_shared_expert_overlap", Grade::Numerics),
+    ("routed_scaling_factor", Grade::Numerics),
+    ("n_group", Grade::Numerics),
+    ("topk_group", Grade::Numerics),
+    ("norm_topk_prob", Grade::Numerics),
+    // MTP: refused when declared (the layout is not modelled).
+    ("num_nextn_predict_layers", Grade::Consumed),
+    ("mtp_layers_block_type", Grade::Consumed),
+    ("mtp_hybrid_override_pattern", Grade::Consumed),
+    ("layer_norm_epsilon", Grade::Numerics),
+    ("residual_in_fp32", Grade::Numerics),
+    ("num_logits_to_keep", Grade::Generation),
+    ("rescale_prenorm_residual", Grade::TrainingOnly),
+];
+
+pub static FAMILY: Family = Family {
+    name: "nemotron_h",
+    model_types: &["nemotron_h"],
+    architectures: &["NemotronHForCausalLM"],
+    keys: KEYS,
+    tensors: &[&[
+        group("{backbone,model}.embeddings.weight", Embedding),
+        group("{backbone,model}.norm_f.weight", Norm),
+        group("lm_head.weight", LmHead),
+        group("{backbone,model}.layers.N.norm.weight", Norm),
+        // Attention blocks.
+        group(
+            "{backbone,model}.layers.N.mixer.{q,k,v,o}_proj.{weight,bias}",
+            Attention,
+        ),
+        // Mamba2 blocks.
+        group(
+            "{backbone,model}.layers.N.mixer.{in_proj,out_proj,conv1d}.{weight,bias}",
+            Mamba,
+        ),
+        group("{backbone,model}.layers.N.mixer.{A_log,D,dt_bias}", Mamba),
+        group("{backbone,model}.layers.N.mixer.norm.weight", Norm),
+        // MLP blocks.
+        group("{backbone,model}.layers.N.mixer.{up,down}_proj.{weight,bias}", Mlp),
+        // MoE blocks: experts per expert as published, or fused as transformers holds them.
+        group(
+            "{backbone,model}.layers.N.mixer.experts.N.{up,down}_proj.weight",
+            Experts,
+        ),
+        group("{backbone,model}.layers.N.mixer.experts.{up,down}_proj", Experts),
+        group("{backbone,model}.layers.N.mixer.gate.weight", Router),
+        group("{backbone,model}.layers.N.mixer.gate.e_score_correction_bias", Buffer),
+        group(
+            "{backbone,model}.layers.N.mixer.shared_experts.{up,down}_proj.{weight,bias}",
+            SharedExperts,
+        ),
+        group(
+            "{backbone,model}.layers.N.mixer.{fc1,fc2}_latent_proj.{weight,bias}",
+            Mlp,
+        ),
+    ]],
+    normalize,
+    ..Family::BASE
+};
+
+/// One block's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Block {
+    Mamba,
+    Attention,
+    Mlp,
+    Moe,
+}
+
+/// The block kinds: `layers_block_type` (or its alias `layer_types`), else
+/// `hybrid_override_pattern` (transformers `NemotronHConfig._pattern_to_list`).
+fn blocks(cfg: &mut ConfigReader) -> Option<Vec<Block>> {
+    let key = ["layers_block_type", "layer_types"]
+        .into_iter()
+        .find(|k| cfg.value(k).is_some());
+    if let Some(key) = key {
+        let list = cfg.opt_str_list(key)?;
+        let mut out = Vec::with_capacity(list.len());
+        for entry in list {
+            out.push(match entry {
+                "linear_attention" | "mamba" => Block::Mamba,
+                "full_attention" | "attention" => Block::Attention,
+                "mlp" => Block::Mlp,
+                "moe" => Block::Moe,
+                other => {
+                    cfg.unsupported(key, format!("block type `{other}` is not one NemotronH builds"));
+                    return None;
+                }
+            });
+        }
+        return Some(out);
+    }
+    let Some(pattern) = cfg.opt_str("hybrid_override_pattern") else {
+        cfg.missing("hybrid_override_pattern");
+        return None;
+    };
+    let mut out = Vec::with_capacity(pattern.len());
+    for c in pattern.chars() {
+        out.push(match c {
+            'M' => Block::Mamba,
+            '*' => Block::Attention,
+            '-' => Block::Mlp,
+            'E' => Block::Moe,
+            other => {
+                cfg.unsupported(
+                    "hybrid_override_pattern",
+                    format!("`{other}` is none of M (Mamba2), * (attention), - (MLP), E (MoE)"),
+                );
+                return None;
+            }
+        });
+    }
+    Some(out)
+}
+
+/// The first of `keys` the config declares, as a required positive integer; `default`
+/// (the class's) when none is.
+fn either(cfg: &mut ConfigReader, keys: &[&str], default: Option<u64>) -> Option<u64> {
+    match keys.iter().find(|k| cfg.value(k).is_some()) {
+        Some(key) => cfg.u64(key),
+        None => {
+            if default.is_none() {
+                cfg.missing(keys[0]);
+            }
+            default
+        }
+    }
+}
+
+fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
+    let blocks = blocks(cfg)?;
+    if blocks.is_empty() || blocks.len() as u64 > crate::config::MAX_LAYERS {
+        cfg.unsupported(
+            "hybrid_override_pattern",
+            "the block pattern must name 1 to 4096 blocks",
+        );
+        return None;
+    }
+    let layers = blocks.len() as u64;
+    // vLLM builds `num_hidden_layers` blocks from the pattern; a disagreement is a broken config.
+    if let Some(declared) = cfg.opt_u64("num_hidden_layers")
+        && declared != layers
+    {
+        cfg.findings.mismatch(
+            crate::findings::Code::ConfigInvalidValue,
+            "config.num_hidden_layers",
+            declared,
+            layers,
+            "num_hidden_layers differs from the blocks hybrid_override_pattern names",
+        );
+        return None;
+    }
+    if cfg.opt_u64("num_nextn_predict_layers").unwrap_or(0) > 0 {
+        cfg.unsupported(
+            "num_nextn_predict_layers",
+            "Nemotron-H multi-token-prediction layers are not modelled by the planner",
+        );
+        return None;
+    }
+    if cfg.value("sliding_window").is_some() {
+        cfg.unsupported("sliding_window", "Nemotron-H attention with a window is not modelled");
+        return None;
+    }
+    let has = |kind: Block| blocks.contains(&kind);
+    let hidden = cfg.u64("hidden_size");
+    let vocab = cfg.u64("vocab_size");
+    let context = cfg.u64("max_position_embeddings");
+    let tie = cfg.opt_bool("tie_word_embeddings").unwrap_or(false);
+    let dtype = cfg
+        .opt_str("torch_dtype")
+        .or_else(|| cfg.opt_str("dtype"))
+        .map(str::to_owned);
+    // Attention geometry (needed only when there are attention blocks).
+    let heads = cfg.u64("num_attention_heads");
+    let kv_heads = either(cfg, &["num_key_value_heads"], heads);
+    let head_dim = either(cfg, &["head_dim", "attention_head_dim"], Some(128));
+    let intermediate = match has(Block::Mlp) {
+        true => Some(cfg.u64("intermediate_size")?),
+        false => cfg.opt_positive("intermediate_size"),
+    };
+    let dims = Dims {
+        layers,
+        hidden: hidden?,
+        heads: heads?,
+        kv_heads: kv_heads?,
+        head_dim: head_dim?,
+        vocab: vocab?,
+        context: context?,
+        tie,
+        dtype,
+        intermediate,
+    };
+    if !dims.heads.is_multiple_of(dims.kv_heads) {
+        cfg.unsupported(
+            "num_key_value_heads",
+            "num_attention_heads is not a multiple of num_key_value_heads",
+        );
+        return None;
+    }
+    let mut shapes = vec![
+        ShapeRule {
+            pattern: "{backbone,model}.embeddings.weight",
+            dim: 0,
+            value: dims.vocab,
+            keys: "vocab_size",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.embeddings.weight",
+            dim: 1,
+            value: dims.hidden,
+            keys: "hidden_size",
+        },
+        ShapeRule {
+            pattern: "lm_head.weight",
+            dim: 0,
+            value: dims.vocab,
+            keys: "vocab_size",
+        },
+        ShapeRule {
+            pattern: "lm_head.weight",
+            dim: 1,
+            value: dims.hidden,
+            keys: "hidden_size",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.q_proj.weight",
+            dim: 0,
+            value: dims.heads.saturating_mul(dims.head_dim),
+            keys: "num_attention_heads × head_dim",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.{k,v}_proj.weight",
+            dim: 0,
+            value: dims.kv_heads.saturating_mul(dims.head_dim),
+            keys: "num_key_value_heads × head_dim",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.o_proj.weight",
+            dim: 1,
+            value: dims.heads.saturating_mul(dims.head_dim),
+            keys: "num_attention_heads × head_dim",
+        },
+    ];
+    if let Some(width) = intermediate.filter(|_| has(Block::Mlp)) {
+        shapes.push(ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.up_proj.weight",
+            dim: 0,
+            value: width,
+            keys: "intermediate_size",
+        });
+    }
+    let mamba = match has(Block::Mamba) {
+        true => Some(read_mamba(cfg, &mut shapes)?),
+        false => None,
+    };
+    let moe = match has(Block::Moe) {
+        true => Some(read_moe(cfg, &blocks, &mut shapes)?),
+        false => None,
+    };
+    let mixers = blocks
+        .iter()
+        .map(|b| match b {
+            Block::Mamba => mamba.unwrap_or(Mixer::None),
+            Block::Attention => dims.attention(Span::Full),
+            Block::Mlp | Block::Moe => Mixer::None,
+        })
+        .collect();
+    let mut model = dims.model(model_type, FAMILY.name, mixers, moe);
+    if !has(Block::Mlp) {
+        model.intermediate = None;
+    }
+    Some(Normalized { model, shapes })
+}
+
+/// The Mamba2 mixer's geometry and the shapes it implies.
+fn read_mamba(cfg: &mut ConfigReader, shapes: &mut Vec<ShapeRule>) -> Option<Mixer> {
+    let heads = cfg.u64("mamba_num_heads");
+    let head_dim = cfg.u64("mamba_head_dim");
+    let state_size = cfg.u64("ssm_state_size");
+    let groups = either(cfg, &["n_groups", "mamba_n_groups"], Some(8));
+    let conv_kernel = either(cfg, &["conv_kernel", "mamba_d_conv"], Some(4));
+    // vLLM NemotronHForCausalLMConfig: the config's mamba_ssm_cache_dtype, else float16.
+    let state_dtype = match cfg.opt_str("mamba_ssm_cache_dtype") {
+        None => StateDtype::F16,
+        Some(name) => match StateDtype::from_torch(name) {
+            Some(dtype) => dtype,
+            None => {
+                cfg.unsupported(
+                    "mamba_ssm_cache_dtype",
+                    "not float32, bfloat16 or float16: a state dtype the planner cannot size",
+                );
+                return None;
+            }
+        },
+    };
+    let (heads, head_dim, state_size, groups, conv_kernel) = (heads?, head_dim?, state_size?, groups?, conv_kernel?);
+    let inner = heads.saturating_mul(head_dim);
+    let conv_dim = inner.saturating_add(groups.saturating_mul(state_size).saturating_mul(2));
+    shapes.extend([
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.in_proj.weight",
+            dim: 0,
+            value: inner.saturating_add(conv_dim).saturating_add(heads),
+            keys: "2 × mamba_num_heads × mamba_head_dim + 2 × n_groups × ssm_state_size + mamba_num_heads",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.conv1d.weight",
+            dim: 0,
+            value: conv_dim,
+            keys: "mamba_num_heads × mamba_head_dim + 2 × n_groups × ssm_state_size",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.conv1d.weight",
+            dim: 2,
+            value: conv_kernel,
+            keys: "conv_kernel",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.out_proj.weight",
+            dim: 1,
+            value: inner,
+            keys: "mamba_num_heads × mamba_head_dim",
+        },
+        ShapeRule {
+            pattern: "{backbone,model}.layers.N.mixer.{A_log,D,dt_bias}",
+            dim: 0,
+            value: heads,
+            keys: "mamba_num_heads",
+        },
+    ]);
+    Some(Mixer::Mamba {
+        conv_dim,
+        conv_kernel,
+        heads,
+        head_dim,
+        state_size,
+        state_dtype,
+    })
+}
+
+/// The MoE blocks: every non-`E` block counts as "dense" for the expert-layer check.
+fn read_moe(cfg: &mut ConfigReader, blocks: &[Block], shapes: &mut Vec<ShapeRule>) -> Option<Moe> {
+    let experts = either(cfg, &["n_routed_experts", "num_local_experts"], None);
+    let active = cfg.u64("num_experts_per_tok");
+    let shared = cfg.opt_u64("n_shared_experts").unwrap_or(1);
+    let width = cfg.opt_positive("moe_intermediate_size");
+    let experts = experts?;
+    shapes.push(ShapeRule {
+        pattern: "{backbone,model}.layers.N.mixer.gate.weight",
+        dim: 0,
+        value: experts,
+        keys: "n_routed_experts",
+    });
+    Some(Moe {
+        experts,
+        active: active?,
+        shared,
+        dense_layers: (0..blocks.len() as u64)
+            .filter(|i| blocks[*i as usize] != Block::Moe)
+            .collect(),
+        expert_intermediate_size: width,
+    })
+}
