@@ -125,6 +125,33 @@ pub enum HeaderIssue {
         data_end: u64,
         file_size: u64,
     },
+    /// `count` more issues of kind `of`, past the ones listed one by one
+    /// ([`crate::issues::KEPT_PER_KIND`]).
+    Repeated {
+        of: String,
+        count: u64,
+    },
+}
+
+impl crate::issues::Issue for HeaderIssue {
+    fn kind(&self) -> &'static str {
+        match self {
+            HeaderIssue::UnknownType { .. } => "unknown_type",
+            HeaderIssue::BlockMismatch { .. } => "block_mismatch",
+            HeaderIssue::OffsetsInvalid { .. } => "offsets_invalid",
+            HeaderIssue::DuplicateTensor { .. } => "duplicate_tensor",
+            HeaderIssue::ShapeOverflow { .. } => "shape_overflow",
+            HeaderIssue::BeyondFile { .. } => "beyond_file",
+            HeaderIssue::Repeated { .. } => "repeated",
+        }
+    }
+
+    fn repeated(of: &'static str, count: u64) -> Self {
+        HeaderIssue::Repeated {
+            of: of.to_owned(),
+            count,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -532,7 +559,7 @@ impl<'a> Reader<'a> {
 /// Issues with tensor infos that parsed: types, block shapes, alignment, overlap, file size.
 /// Gaps between tensors are legal (writers pad each tensor to the alignment).
 fn validate(tensors: &[TensorInfo], alignment: u64, data_offset: u64, file_size: Option<u64>) -> Vec<HeaderIssue> {
-    let mut issues = Vec::new();
+    let mut issues = crate::issues::IssueLog::default();
 
     let mut seen = std::collections::HashSet::with_capacity(tensors.len());
     for t in tensors {
@@ -608,7 +635,7 @@ fn validate(tensors: &[TensorInfo], alignment: u64, data_offset: u64, file_size:
             issues.push(HeaderIssue::BeyondFile { data_end, file_size });
         }
     }
-    issues
+    issues.finish()
 }
 
 /// Digits in each number of a split name: llama.cpp writes `%s-%05d-of-%05d.gguf`.

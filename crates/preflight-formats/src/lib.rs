@@ -6,4 +6,5 @@ pub mod config;
 pub mod facts;
 pub mod gguf;
 pub mod index;
+pub mod issues;
 pub mod safetensors;

@@ -105,6 +105,34 @@ pub enum HeaderIssue {
         data_end: u64,
         file_size: u64,
     },
+    /// `count` more issues of kind `of`, past the ones listed one by one
+    /// ([`crate::issues::KEPT_PER_KIND`]).
+    Repeated {
+        of: String,
+        count: u64,
+    },
+}
+
+impl crate::issues::Issue for HeaderIssue {
+    fn kind(&self) -> &'static str {
+        match self {
+            HeaderIssue::UnknownDtype { .. } => "unknown_dtype",
+            HeaderIssue::DuplicateTensor { .. } => "duplicate_tensor",
+            HeaderIssue::OffsetsInvalid { .. } => "offsets_invalid",
+            HeaderIssue::SizeMismatch { .. } => "size_mismatch",
+            HeaderIssue::ShapeOverflow { .. } => "shape_overflow",
+            HeaderIssue::BeyondFile { .. } => "beyond_file",
+            HeaderIssue::TrailingBytes { .. } => "trailing_bytes",
+            HeaderIssue::Repeated { .. } => "repeated",
+        }
+    }
+
+    fn repeated(of: &'static str, count: u64) -> Self {
+        HeaderIssue::Repeated {
+            of: of.to_owned(),
+            count,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -214,7 +242,7 @@ fn expected_bytes(shape: &[u64], bits: u64) -> Option<u64> {
 
 /// Everything that can be wrong in a header that parsed, in one pass per concern.
 fn validate(tensors: &[TensorInfo], json_len: u64, file_size: Option<u64>) -> Vec<HeaderIssue> {
-    let mut issues = Vec::new();
+    let mut issues = crate::issues::IssueLog::default();
 
     let mut seen = HashSet::with_capacity(tensors.len());
     for t in tensors {
@@ -284,7 +312,7 @@ fn validate(tensors: &[TensorInfo], json_len: u64, file_size: Option<u64>) -> Ve
             issues.push(HeaderIssue::TrailingBytes { data_end, file_size });
         }
     }
-    issues
+    issues.finish()
 }
 
 /// Reads the top-level object in order. On a malformed entry it records the entry's key in

@@ -231,6 +231,17 @@ impl Findings {
         self.scratch.insert(finding)
     }
 
+    /// `count` more findings of `code` that a reader already counted instead of listing
+    /// (a header's `Repeated` issue): they join this code's summary finding.
+    pub fn count_more(&mut self, code: Code, count: u64) {
+        if count == 0 {
+            return;
+        }
+        *self.per_code.entry(code).or_default() += usize::try_from(count).unwrap_or(usize::MAX);
+        let (_, counted, _) = self.overflow.entry(code.as_str()).or_insert((code, 0, Vec::new()));
+        *counted = counted.saturating_add(count);
+    }
+
     /// A config/tensor disagreement with both sides recorded.
     pub fn mismatch(
         &mut self,
@@ -260,10 +271,13 @@ impl Findings {
                 subject: format!("{count} more"),
                 declared: None,
                 observed: Some(count.into()),
-                detail: format!(
-                    "{count} more findings with this code are counted, not listed; the next are: {}",
-                    subjects.join(", ")
-                ),
+                detail: match subjects.is_empty() {
+                    true => format!("{count} more findings with this code are counted, not listed"),
+                    false => format!(
+                        "{count} more findings with this code are counted, not listed; the next are: {}",
+                        subjects.join(", ")
+                    ),
+                },
             });
         }
         self.kept.sort_by_key(|f| f.severity);

@@ -59,12 +59,14 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     let mut names = DtypeNames::default();
     let mut shapes = Shapes::default();
     let mut placed: FastMap<(ShapeId, bool), Option<(Component, Placement)>> = FastMap::default();
-    let mut records = Vec::new();
-    // Duplicates within a part are the reader's to report; across parts, the planner's.
+    let mut records = Vec::with_capacity(parts.iter().map(|p| p.header.tensors.len()).sum());
+    // Duplicates within a part are the reader's to report; across parts, the planner's
+    // (and only a split GGUF has several parts to compare).
     let mut seen: FastMap<&str, usize> = FastMap::default();
     for (index, part) in parts.iter().enumerate() {
         for tensor in &part.header.tensors {
-            if let Some(previous) = seen.insert(tensor.name.as_str(), index)
+            if parts.len() > 1
+                && let Some(previous) = seen.insert(tensor.name.as_str(), index)
                 && previous != index
             {
                 findings.push(
@@ -87,7 +89,9 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
                     dtype,
                 },
                 Some((family, normalized)) => {
-                    let past_main = shape.layer.is_some_and(|l| l >= normalized.model.layers.len() as u64);
+                    let past_main = shape
+                        .layer
+                        .is_some_and(|l| u64::from(l) >= normalized.model.layers.len() as u64);
                     let class = *placed
                         .entry((shape.id, past_main))
                         .or_insert_with(|| classify(family, shapes.name(shape.id), past_main));
@@ -140,7 +144,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
 
 /// The blocks present against the blocks declared (main stack plus `nextn` layers).
 fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) {
-    let layers: std::collections::BTreeSet<u64> = records.iter().filter_map(|r| r.layer).collect();
+    let layers: std::collections::BTreeSet<u64> = records.iter().filter_map(|r| r.layer).map(u64::from).collect();
     let declared = (model.layers.len() as u64).saturating_add(model.mtp_layers);
     let complete = layers.len() as u64 == declared && layers.iter().enumerate().all(|(i, l)| i as u64 == *l);
     if !complete {
@@ -312,6 +316,18 @@ fn issue_findings(part: &GgufFile, findings: &mut Findings) {
     for issue in &part.header.issues {
         let subject = |t: &str| format!("{}:{t}", part.name);
         match issue {
+            HeaderIssue::Repeated { of, count } => {
+                let code = match of.as_str() {
+                    "unknown_type" => Code::DtypeUnknown,
+                    "block_mismatch" => Code::GgufBlockMismatch,
+                    "offsets_invalid" => Code::HeaderOffsetsInvalid,
+                    "duplicate_tensor" => Code::TensorDuplicate,
+                    "beyond_file" => Code::HeaderBeyondFile,
+                    // shape_overflow, and any kind a later reader adds.
+                    _ => Code::HeaderSizeMismatch,
+                };
+                findings.count_more(code, *count);
+            }
             HeaderIssue::UnknownType { tensor, ggml_type } => {
                 findings.push(
                     Code::DtypeUnknown,

@@ -279,6 +279,19 @@ fn grade_wrapper(raw: &Map<String, Value>, wrapper: Option<&Wrapper>, findings: 
     }
 }
 
+/// The finding code for a header issue kind (as the reader names it in `Repeated`).
+fn issue_code(kind: &str) -> Code {
+    match kind {
+        "unknown_dtype" => Code::DtypeUnknown,
+        "duplicate_tensor" => Code::TensorDuplicate,
+        "offsets_invalid" => Code::HeaderOffsetsInvalid,
+        "beyond_file" | "trailing_bytes" => Code::HeaderBeyondFile,
+        // size_mismatch, shape_overflow, and any kind a later reader adds: the data is not
+        // what the header says.
+        _ => Code::HeaderSizeMismatch,
+    }
+}
+
 /// Header issues and cross-shard duplicates; returns where each tensor is (name → file),
 /// the one map every later check looks names up in.
 fn header_findings<'a>(files: &'a [SafetensorsFile], findings: &mut Findings) -> FastMap<&'a str, &'a str> {
@@ -287,6 +300,10 @@ fn header_findings<'a>(files: &'a [SafetensorsFile], findings: &mut Findings) ->
     for file in files {
         for issue in &file.header.issues {
             let (code, subject, detail) = match issue {
+                HeaderIssue::Repeated { of, count } => {
+                    findings.count_more(issue_code(of), *count);
+                    continue;
+                }
                 HeaderIssue::UnknownDtype { tensor, dtype } => (
                     Code::DtypeUnknown,
                     tensor.clone(),

@@ -73,8 +73,9 @@ pub struct Record<'a> {
     /// Elements as stored.
     pub elements: u64,
     pub bytes: u64,
-    pub layer: Option<u64>,
-    pub expert: Option<u64>,
+    /// Layer and expert indices, saturated to 32 bits (a real one is far below).
+    pub layer: Option<u32>,
+    pub expert: Option<u32>,
     pub kind: Kind,
 }
 
@@ -148,8 +149,8 @@ impl DtypeNames {
 /// A tensor name's shape and its layer and expert indices.
 pub struct NameShape {
     pub id: ShapeId,
-    pub layer: Option<u64>,
-    pub expert: Option<u64>,
+    pub layer: Option<u32>,
+    pub expert: Option<u32>,
 }
 
 /// Prefixes under which multimodal wrappers keep the language model, and what they fold to.
@@ -162,7 +163,7 @@ const LANGUAGE_MODEL_PREFIXES: &[(&str, &str)] = &[
 
 /// Write `name` with wrapper prefixes folded and every numeric segment as `N` into `out`;
 /// return the layer (after `layers` or `blk`) and expert (after `experts`) indices.
-fn normalize_into(name: &str, out: &mut String) -> (Option<u64>, Option<u64>) {
+fn normalize_into(name: &str, out: &mut String) -> (Option<u32>, Option<u32>) {
     out.clear();
     let (prefix, rest) = LANGUAGE_MODEL_PREFIXES
         .iter()
@@ -178,6 +179,8 @@ fn normalize_into(name: &str, out: &mut String) -> (Option<u64>, Option<u64>) {
         let numeric = !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit());
         match segment.parse::<u64>() {
             Ok(n) if numeric => {
+                // Past u32 is no real index; saturated, it still fails the layer checks.
+                let n = u32::try_from(n).unwrap_or(u32::MAX);
                 out.push('N');
                 match previous {
                     "layers" | "blk" if layer.is_none() => layer = Some(n),
@@ -233,8 +236,8 @@ impl Classifier<'_> {
     }
 
     /// Whether a layer index is past the main stack.
-    pub fn past_main_stack(&self, layer: Option<u64>) -> bool {
-        layer.is_some_and(|l| l >= self.model.layers.len() as u64)
+    pub fn past_main_stack(&self, layer: Option<u32>) -> bool {
+        layer.is_some_and(|l| u64::from(l) >= self.model.layers.len() as u64)
     }
 }
 
@@ -464,6 +467,7 @@ pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) 
         // Prefixed MTP layers are numbered apart and checked by count below.
         let Some(layer) = record
             .layer
+            .map(u64::from)
             .filter(|_| component != Component::Mtp || model.mtp_first_index == main)
         else {
             continue;
@@ -471,7 +475,7 @@ pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) 
         layers.insert(layer);
         if component == Component::Experts {
             expert_layers.insert(layer);
-            if let Some(expert) = record.expert {
+            if let Some(expert) = record.expert.map(u64::from) {
                 experts_seen.insert((layer, expert));
             }
         }
