@@ -7,6 +7,7 @@ use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use preflight_source::SourceError;
+pub use preflight_source::error::ErrorCode;
 use preflight_source::hub::HubError;
 use serde_json::json;
 
@@ -15,14 +16,14 @@ use serde_json::json;
 pub struct ApiError {
     pub status: StatusCode,
     /// Stable, machine-readable.
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// For 429: when to come back.
     pub retry_after: Option<Duration>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             status,
             code,
@@ -31,7 +32,7 @@ impl ApiError {
         }
     }
 
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
     }
 
@@ -40,7 +41,7 @@ impl ApiError {
             retry_after: Some(retry_after),
             ..Self::new(
                 StatusCode::TOO_MANY_REQUESTS,
-                "over_capacity",
+                ErrorCode::OverCapacity,
                 "every planning slot is busy; retry shortly",
             )
         }
@@ -104,7 +105,7 @@ impl From<HubError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({ "error": { "code": self.code, "message": self.message } }));
+        let body = Json(json!({ "error": { "code": self.code.as_str(), "message": self.message } }));
         let mut response = (self.status, body).into_response();
         if let Some(after) = self.retry_after {
             let secs = after.as_secs().max(1).to_string();

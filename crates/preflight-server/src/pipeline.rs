@@ -28,7 +28,7 @@ use tokio::sync::Semaphore;
 
 use crate::cache::{VerdictCache, hex};
 use crate::config::Profile;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, inc};
 use crate::shared::Lease;
 
@@ -214,7 +214,7 @@ impl Pipeline {
                 .unwrap_or_else(|| Err(self.internal("a finished plan left no result"))),
             Err(_) => Err(ApiError::new(
                 axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                "plan_abandoned",
+                ErrorCode::PlanAbandoned,
                 "the plan this request waited on failed without an answer; retry",
             )),
         };
@@ -334,11 +334,11 @@ impl Pipeline {
 
     fn admit(&self, request: &PlanRequest) -> Result<Vec<Source>, ApiError> {
         if request.sources.is_empty() {
-            return Err(ApiError::bad_request("no_sources", "name 1 to 8 sources"));
+            return Err(ApiError::bad_request(ErrorCode::NoSources, "name 1 to 8 sources"));
         }
         if request.sources.len() > MAX_SOURCES {
             return Err(ApiError::bad_request(
-                "too_many_sources",
+                ErrorCode::TooManySources,
                 format!(
                     "{} sources named; a plan takes at most {MAX_SOURCES}",
                     request.sources.len()
@@ -348,10 +348,10 @@ impl Pipeline {
         request
             .options
             .validate()
-            .map_err(|e| ApiError::bad_request("invalid_options", e.to_string()))?;
+            .map_err(|e| ApiError::bad_request(ErrorCode::InvalidOptions, e.to_string()))?;
         let mut sources = Vec::with_capacity(request.sources.len());
         for raw in &request.sources {
-            match spec::parse(raw).map_err(|e| ApiError::bad_request("invalid_source", e.to_string()))? {
+            match spec::parse(raw).map_err(|e| ApiError::bad_request(ErrorCode::InvalidSource, e.to_string()))? {
                 SourceSpec::Hub(hub) => sources.push(Source::Hub(hub)),
                 SourceSpec::Local(path) => sources.push(Source::Local(self.admit_local(raw, &path)?)),
             }
@@ -362,8 +362,13 @@ impl Pipeline {
     /// Local paths: refused on the public profile; elsewhere only under an allowed root,
     /// judged on the canonical path so `..` and symlinks cannot escape.
     fn admit_local(&self, raw: &str, path: &Path) -> Result<PathBuf, ApiError> {
-        let forbidden =
-            |message: String| ApiError::new(axum::http::StatusCode::FORBIDDEN, "local_source_refused", message);
+        let forbidden = |message: String| {
+            ApiError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                ErrorCode::LocalSourceRefused,
+                message,
+            )
+        };
         if self.profile == Profile::Public {
             return Err(forbidden(format!(
                 "local path {raw:?} refused: this server runs the `public` profile, which plans hf:// sources only"
@@ -372,7 +377,7 @@ impl Pipeline {
         let canonical = path.canonicalize().map_err(|e| {
             ApiError::new(
                 axum::http::StatusCode::NOT_FOUND,
-                "not_found",
+                ErrorCode::NotFound,
                 format!("local path {raw:?}: {e}"),
             )
         })?;
@@ -526,7 +531,7 @@ impl Pipeline {
     fn upstream_timed_out(&self) -> ApiError {
         ApiError::new(
             axum::http::StatusCode::GATEWAY_TIMEOUT,
-            "upstream_timeout",
+            ErrorCode::UpstreamTimeout,
             format!(
                 "reading the sources took longer than {}s",
                 self.upstream_timeout.as_secs()
@@ -538,7 +543,7 @@ impl Pipeline {
         tracing::error!(message, "internal error");
         ApiError::new(
             axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
+            ErrorCode::Internal,
             message.to_owned(),
         )
     }

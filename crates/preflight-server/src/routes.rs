@@ -15,7 +15,7 @@ use serde_json::json;
 use sha2::Digest;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::metrics::inc;
 use crate::pipeline::{MAX_SOURCES, PlanRequest};
 
@@ -96,7 +96,13 @@ pub fn router(state: Arc<AppState>) -> Router {
         router = router.route(route.path, handler(route.id));
     }
     router
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such route; see /v1/capabilities") })
+        .fallback(|| async {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                ErrorCode::NoRoute,
+                "no such route; see /v1/capabilities",
+            )
+        })
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         .with_state(state)
@@ -173,7 +179,7 @@ fn bearer(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
         Some(t) => Ok(Some(t.to_owned())),
         None => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "bad_authorization",
+            ErrorCode::BadAuthorization,
             "Authorization must be `Bearer <hub token>`",
         )),
     }
@@ -186,7 +192,7 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
     let too_large = || {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
+            ErrorCode::BodyTooLarge,
             format!("request body over the {}-byte limit", state.max_body_bytes),
         )
     };
@@ -205,12 +211,12 @@ async fn read_body(state: &AppState, headers: &HeaderMap, body: Body) -> Result<
             Err(if limit {
                 too_large()
             } else {
-                ApiError::bad_request("bad_body", format!("cannot read the request body: {e}"))
+                ApiError::bad_request(ErrorCode::BadBody, format!("cannot read the request body: {e}"))
             })
         }
         Err(_) => Err(ApiError::new(
             StatusCode::REQUEST_TIMEOUT,
-            "body_timeout",
+            ErrorCode::BodyTimeout,
             format!(
                 "the request body did not arrive within {}s",
                 state.body_timeout.as_secs()
@@ -226,7 +232,7 @@ async fn plan(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body
         let body = read_body(&state, &headers, body).await?;
         let request: PlanRequest = serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(
-                "bad_request",
+                ErrorCode::BadRequest,
                 format!("expected {{\"sources\": [...], \"options\": {{...}}}}: {e}"),
             )
         })?;

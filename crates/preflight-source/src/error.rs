@@ -60,6 +60,96 @@ pub enum ErrorKind {
     Unreadable,
 }
 
+/// Every stable error code the CLI's `--json` error document and the service's error body
+/// carry — one enum, and [`ErrorCode::as_str`] the one place each becomes its string.
+/// Clients match on these strings; a code is never renamed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    InvalidSource,
+    NotFound,
+    Unreadable,
+    NotACheckpoint,
+    MalformedCheckpoint,
+    HeadersTooLarge,
+    LocalSourceRefused,
+    FileNotFound,
+    Gated,
+    Unauthorized,
+    RepoNotFound,
+    RevisionNotFound,
+    UpstreamRateLimited,
+    HubBudgetExhausted,
+    UpstreamTimeout,
+    UpstreamTooLarge,
+    TooManyUpstreamRequests,
+    UpstreamFailed,
+    Offline,
+    Misconfigured,
+    BadAuthorization,
+    BadBody,
+    BadRequest,
+    BodyTimeout,
+    BodyTooLarge,
+    Internal,
+    InvalidOptions,
+    NoRoute,
+    NoSources,
+    PlanAbandoned,
+    TooManySources,
+    OverCapacity,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidSource => "invalid_source",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Unreadable => "unreadable",
+            ErrorCode::NotACheckpoint => "not_a_checkpoint",
+            ErrorCode::MalformedCheckpoint => "malformed_checkpoint",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
+            ErrorCode::LocalSourceRefused => "local_source_refused",
+            ErrorCode::FileNotFound => "file_not_found",
+            ErrorCode::Gated => "gated",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::RepoNotFound => "repo_not_found",
+            ErrorCode::RevisionNotFound => "revision_not_found",
+            ErrorCode::UpstreamRateLimited => "upstream_rate_limited",
+            ErrorCode::HubBudgetExhausted => "hub_budget_exhausted",
+            ErrorCode::UpstreamTimeout => "upstream_timeout",
+            ErrorCode::UpstreamTooLarge => "upstream_too_large",
+            ErrorCode::TooManyUpstreamRequests => "too_many_upstream_requests",
+            ErrorCode::UpstreamFailed => "upstream_failed",
+            ErrorCode::Offline => "offline",
+            ErrorCode::Misconfigured => "misconfigured",
+            ErrorCode::BadAuthorization => "bad_authorization",
+            ErrorCode::BadBody => "bad_body",
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::BodyTimeout => "body_timeout",
+            ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::Internal => "internal",
+            ErrorCode::InvalidOptions => "invalid_options",
+            ErrorCode::NoRoute => "no_route",
+            ErrorCode::NoSources => "no_sources",
+            ErrorCode::PlanAbandoned => "plan_abandoned",
+            ErrorCode::TooManySources => "too_many_sources",
+            ErrorCode::OverCapacity => "over_capacity",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 impl SourceError {
     pub fn kind(&self) -> ErrorKind {
         match self {
@@ -70,19 +160,19 @@ impl SourceError {
 
     /// The stable, machine-readable code, the same in the service's error body and in the
     /// CLI's `--json` error document.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            SourceError::Spec(_) | SourceError::DidYouMean { .. } => "invalid_source",
-            SourceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => "not_found",
-            SourceError::Io { .. } => "unreadable",
-            SourceError::NotACheckpoint { .. } => "not_a_checkpoint",
+            SourceError::Spec(_) | SourceError::DidYouMean { .. } => ErrorCode::InvalidSource,
+            SourceError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => ErrorCode::NotFound,
+            SourceError::Io { .. } => ErrorCode::Unreadable,
+            SourceError::NotACheckpoint { .. } => ErrorCode::NotACheckpoint,
             SourceError::Safetensors { .. }
             | SourceError::Gguf { .. }
             | SourceError::Index { .. }
-            | SourceError::Config { .. } => "malformed_checkpoint",
-            SourceError::HeaderTooLarge { .. } => "headers_too_large",
-            SourceError::OutsideRoot { .. } => "local_source_refused",
-            SourceError::FileNotInRepo { .. } => "file_not_found",
+            | SourceError::Config { .. } => ErrorCode::MalformedCheckpoint,
+            SourceError::HeaderTooLarge { .. } => ErrorCode::HeadersTooLarge,
+            SourceError::OutsideRoot { .. } => ErrorCode::LocalSourceRefused,
+            SourceError::FileNotInRepo { .. } => ErrorCode::FileNotFound,
             SourceError::Hub(hub) => hub.code(),
         }
     }

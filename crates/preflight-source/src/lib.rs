@@ -7,5 +7,5 @@ pub mod hub;
 pub mod local;
 pub mod spec;
 
-pub use error::{ErrorKind, SourceError};
+pub use error::{ErrorCode, ErrorKind, SourceError};
 pub use preflight_formats::facts::ArtifactFacts;

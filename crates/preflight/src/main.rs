@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use preflight_source::hub::{self, Counters, HubClient, HubConfig};
 use preflight_source::spec::{self, SourceSpec};
-use preflight_source::{ErrorKind, SourceError};
+use preflight_source::{ErrorCode, ErrorKind, SourceError};
 
 /// Exit codes, as documented in `--help`. When several apply, 2 and 3 (nothing was planned)
 /// come first, then 1 (inadmissible), then 4 (admissible, but does not fit).
@@ -81,14 +81,14 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitC
         Ok(options) => options,
         Err(e) => {
             let message = format!("invalid --{}: {}", e.option.replace('_', "-"), e.message);
-            return fail(json, "invalid_options", &message, EXIT_BAD_INPUT);
+            return fail(json, ErrorCode::InvalidOptions, &message, EXIT_BAD_INPUT);
         }
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             let message = format!("cannot start the async runtime: {e}");
-            return fail(json, "internal", &message, EXIT_UNREADABLE);
+            return fail(json, ErrorCode::Internal, &message, EXIT_UNREADABLE);
         }
     };
     let mut hub = None;
@@ -111,7 +111,7 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitC
             Ok(text) => println!("{text}"),
             Err(e) => {
                 let message = format!("cannot render the verdict: {e}");
-                return fail(json, "internal", &message, EXIT_UNREADABLE);
+                return fail(json, ErrorCode::Internal, &message, EXIT_UNREADABLE);
             }
         }
     } else {
@@ -127,11 +127,11 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitC
 
 /// A failure before any verdict: one line on stderr, or with `--json` the service's error
 /// document on stdout (so a script reading stdout always gets JSON).
-fn fail(json: bool, code: &str, message: &str, exit: u8) -> ExitCode {
+fn fail(json: bool, code: ErrorCode, message: &str, exit: u8) -> ExitCode {
     if json {
         println!(
             "{}",
-            serde_json::json!({ "error": { "code": code, "message": message } })
+            serde_json::json!({ "error": { "code": code.as_str(), "message": message } })
         );
     } else {
         eprintln!("preflight: {message}");

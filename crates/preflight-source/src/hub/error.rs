@@ -52,24 +52,25 @@ pub enum HubError {
 impl HubError {
     /// The stable, machine-readable code: the service's `error.code` and the CLI's `--json`
     /// error document say the same thing for the same failure.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> crate::error::ErrorCode {
+        use crate::error::ErrorCode;
         match self {
-            HubError::GatedNoToken { .. } | HubError::GatedDenied { .. } => "gated",
-            HubError::Unauthorized { .. } => "unauthorized",
-            HubError::RepoNotFound { .. } => "repo_not_found",
-            HubError::RevisionNotFound { .. } => "revision_not_found",
-            HubError::EntryNotFound { .. } => "file_not_found",
-            HubError::RateLimited { .. } => "upstream_rate_limited",
-            HubError::BudgetExhausted { .. } => "hub_budget_exhausted",
-            HubError::Timeout { .. } => "upstream_timeout",
-            HubError::TooLarge { .. } => "upstream_too_large",
-            HubError::TooManyRequests { .. } => "too_many_upstream_requests",
+            HubError::GatedNoToken { .. } | HubError::GatedDenied { .. } => ErrorCode::Gated,
+            HubError::Unauthorized { .. } => ErrorCode::Unauthorized,
+            HubError::RepoNotFound { .. } => ErrorCode::RepoNotFound,
+            HubError::RevisionNotFound { .. } => ErrorCode::RevisionNotFound,
+            HubError::EntryNotFound { .. } => ErrorCode::FileNotFound,
+            HubError::RateLimited { .. } => ErrorCode::UpstreamRateLimited,
+            HubError::BudgetExhausted { .. } => ErrorCode::HubBudgetExhausted,
+            HubError::Timeout { .. } => ErrorCode::UpstreamTimeout,
+            HubError::TooLarge { .. } => ErrorCode::UpstreamTooLarge,
+            HubError::TooManyRequests { .. } => ErrorCode::TooManyUpstreamRequests,
             HubError::Upstream { .. }
             | HubError::Connect { .. }
             | HubError::Truncated { .. }
-            | HubError::Protocol { .. } => "upstream_failed",
-            HubError::Offline { .. } => "offline",
-            HubError::Config(_) => "misconfigured",
+            | HubError::Protocol { .. } => ErrorCode::UpstreamFailed,
+            HubError::Offline { .. } => ErrorCode::Offline,
+            HubError::Config(_) => ErrorCode::Misconfigured,
         }
     }
 
