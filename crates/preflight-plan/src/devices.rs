@@ -3,7 +3,9 @@
 //! HBM and GDDR are built in binary units (an H100's 80 GB is five 16 GiB HBM3 stacks), and
 //! the driver reports close to that (nvidia-smi: 81,559 MiB of 81,920 on an H100 80GB; the
 //! gap is driver reservation, which `gpu_utilization` exists to leave room for). A device
-//! not listed is given by its capacity instead (`85899345920`, `80GiB`, `24GB`).
+//! not listed is given by its capacity instead (`85899345920`, `80GiB`, `24GB`), and its
+//! `GB` means what a vendor's does: **`24GB` is 24 GiB**, the same as `l4`. Write bytes for
+//! an exact decimal figure.
 
 /// 2^30: vendors' "GB" of device memory.
 const GIB: u64 = 1 << 30;
@@ -24,16 +26,18 @@ pub const CATALOGUE: &[(&str, u64, &str)] = &[
     ("mi325x", 256 * GIB, "AMD Instinct MI325X 256GB (HBM3e)"),
 ];
 
-/// Units a capacity may carry: SI units are decimal, IEC units binary.
+/// Units a device capacity may carry. Device memory is sold in binary units under decimal
+/// names (an "80 GB" H100 holds 80 GiB), so `GB` reads as GiB here as in the catalogue —
+/// one reading everywhere a device size is typed.
 const UNITS: &[(&str, u64)] = &[
     ("tib", 1 << 40),
     ("gib", 1 << 30),
     ("mib", 1 << 20),
     ("kib", 1 << 10),
-    ("tb", 1_000_000_000_000),
-    ("gb", 1_000_000_000),
-    ("mb", 1_000_000),
-    ("kb", 1_000),
+    ("tb", 1 << 40),
+    ("gb", 1 << 30),
+    ("mb", 1 << 20),
+    ("kb", 1 << 10),
     ("b", 1),
 ];
 
@@ -56,7 +60,7 @@ pub fn capacity(name: &str) -> Result<(String, u64), String> {
             Some(0) => Err(format!("`{name}`: a device needs more than 0 bytes")),
             Some(bytes) => Ok((bytes.to_string(), bytes)),
             None => Err(format!(
-                "`{name}` is not a capacity: whole bytes, optionally with a unit (KB MB GB TB decimal, KiB MiB GiB TiB binary), below 2^64"
+                "`{name}` is not a capacity: whole bytes, optionally with a unit (KiB MiB GiB TiB; KB MB GB TB read the same, as device vendors mean them), below 2^64"
             )),
         };
     }
@@ -85,7 +89,9 @@ mod tests {
         assert_eq!(capacity("H100-80GB"), Ok(("h100-80gb".to_owned(), 85_899_345_920)));
         assert_eq!(capacity("h200").map(|c| c.1), Ok(141 * GIB));
         assert_eq!(capacity("80GiB"), Ok(("85899345920".to_owned(), 85_899_345_920)));
-        assert_eq!(capacity("24GB").map(|c| c.1), Ok(24_000_000_000));
+        // A vendor's "24 GB" of device memory is 24 GiB: typed as a size, the same as `l4`.
+        assert_eq!(capacity("24GB").map(|c| c.1), capacity("l4").map(|c| c.1));
+        assert_eq!(capacity("24GB").map(|c| c.1), Ok(24 * GIB));
         assert_eq!(capacity("1024").map(|c| c.1), Ok(1024));
         for bad in ["h900", "0", "12XB", "99999999999999999999", "20000000000TB", ""] {
             assert!(capacity(bad).is_err(), "{bad}");

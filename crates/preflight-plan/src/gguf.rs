@@ -376,7 +376,8 @@ fn as_u64(value: &Value) -> Option<u64> {
     }
 }
 
-/// `Q4_K 80.4%, Q6_K 19.6%, F32 0.0%` by elements, led by the file type when declared.
+/// `Q4_K_M; Q4_K 80.4%, Q6_K 19.6%, F32 0.0%`: the mix by elements, led by the file type
+/// by llama.cpp's name when declared.
 fn type_mix(kv: &BTreeMap<String, Value>, elements: &BTreeMap<String, u64>) -> String {
     let total: u64 = elements.values().sum::<u64>().max(1);
     let mut mix: Vec<_> = elements.iter().collect();
@@ -387,7 +388,10 @@ fn type_mix(kv: &BTreeMap<String, Value>, elements: &BTreeMap<String, u64>) -> S
         .collect::<Vec<_>>()
         .join(", ");
     match uint(kv, "general.file_type") {
-        Some(ft) => format!("file type {ft}; {mix}"),
+        Some(ft) => match llama_cpp::file_type_name(ft) {
+            Some(name) => format!("{name}; {mix}"),
+            None => format!("file type {ft}; {mix}"),
+        },
         None => mix,
     }
 }

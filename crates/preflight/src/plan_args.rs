@@ -26,8 +26,8 @@ pub struct MemoryArgs {
     pub weights_dtype: Option<WeightsDtype>,
     /// Devices to place the system on: NAME[:COUNT],… with NAME a catalogued device
     /// (h100-80gb, h100-94gb, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, rtx-4090,
-    /// mi300x, mi325x; vendor GB read as GiB) or a capacity in bytes (85899345920, 80GiB,
-    /// 24GB).
+    /// mi300x, mi325x; vendor GB read as GiB) or a capacity (85899345920, 80GiB, or 24GB —
+    /// a device's GB is read as GiB everywhere, as vendors mean it).
     #[arg(long, value_name = "DEVICES", help_heading = "Memory")]
     pub devices: Option<Devices>,
     /// Tensor-parallel degree; must divide the device count (the rest are replicas)

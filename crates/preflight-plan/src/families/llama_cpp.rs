@@ -93,6 +93,50 @@ pub const TENSORS: &[TensorGroup] = &[
 /// and buffers: the MLA latent down-projections (vLLM's `ReplicatedLinear`).
 pub const TP_REPLICATED: &[&str] = &["blk.N.{attn_q_a,attn_kv_a_mqa}.weight"];
 
+/// llama.cpp's `general.file_type` values (`enum llama_ftype` in llama.h, as vendored by
+/// llama-cpp-python 0.3.x) and the names its tools print (`Q4_K_M`, not "15").
+const FILE_TYPES: &[(u64, &str)] = &[
+    (0, "F32"),
+    (1, "F16"),
+    (2, "Q4_0"),
+    (3, "Q4_1"),
+    (4, "Q4_1_SOME_F16"),
+    (7, "Q8_0"),
+    (8, "Q5_0"),
+    (9, "Q5_1"),
+    (10, "Q2_K"),
+    (11, "Q3_K_S"),
+    (12, "Q3_K_M"),
+    (13, "Q3_K_L"),
+    (14, "Q4_K_S"),
+    (15, "Q4_K_M"),
+    (16, "Q5_K_S"),
+    (17, "Q5_K_M"),
+    (18, "Q6_K"),
+    (19, "IQ2_XXS"),
+    (20, "IQ2_XS"),
+    (21, "Q2_K_S"),
+    (22, "IQ3_XS"),
+    (23, "IQ3_XXS"),
+    (24, "IQ1_S"),
+    (25, "IQ4_NL"),
+    (26, "IQ3_S"),
+    (27, "IQ3_M"),
+    (28, "IQ2_S"),
+    (29, "IQ2_M"),
+    (30, "IQ4_XS"),
+    (31, "IQ1_M"),
+    (32, "BF16"),
+    (36, "TQ1_0"),
+    (37, "TQ2_0"),
+    (38, "MXFP4_MOE"),
+];
+
+/// The name llama.cpp gives a `general.file_type`, when it has one.
+pub fn file_type_name(file_type: u64) -> Option<&'static str> {
+    FILE_TYPES.iter().find(|(n, _)| *n == file_type).map(|(_, name)| *name)
+}
+
 /// A decoder's dimensions from the standard keys; `head_dim` defaults to hidden/heads as
 /// llama.cpp's loader does (`n_embd_head_k`).
 pub fn read_dims(kv: &mut GgufReader) -> Option<(Dims, Option<Vec<u64>>, u64)> {

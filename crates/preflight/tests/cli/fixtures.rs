@@ -195,3 +195,14 @@ fn qwen3_coder_keys_the_reference_ignores_are_info() {
     std::fs::write(&config_path, serde_json::to_vec(&config).expect("json")).expect("write");
     assert!(!plan_path(&path).admissible);
 }
+
+/// A GGUF's file type reads as llama.cpp's tools name it (`Q4_K_M`), not as its number.
+#[test]
+fn gguf_file_types_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = materialize("Qwen/Qwen3-8B-GGUF", dir.path()).join("Qwen3-8B-Q4_K_M.gguf");
+    let verdict = plan_path(&path);
+    let arch = verdict.artifacts[0].architecture.as_ref().expect("architecture");
+    let layout = &arch.quantization.as_ref().expect("quantization").layout;
+    assert!(layout.starts_with("Q4_K_M; Q4_K "), "{layout}");
+}
