@@ -346,8 +346,9 @@ impl FromStr for Fraction {
 /// The devices a system is placed on: groups of `NAME[:COUNT]`, comma-separated, where NAME
 /// is a catalogue device ([`devices::CATALOGUE`]) or a capacity (`85899345920`, `80GiB`,
 /// `24GB`). Canonical form: lower-case names, capacities in bytes, every count written.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
+/// The API also takes a JSON list of groups (`["h100-80gb:2", "l4"]`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(into = "String")]
 pub struct Devices {
     groups: Vec<DeviceGroup>,
 }
@@ -411,10 +412,35 @@ impl FromStr for Devices {
     }
 }
 
-impl TryFrom<String> for Devices {
-    type Error = OptionsError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
+impl<'de> Deserialize<'de> for Devices {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Devices;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("devices as a string such as \"h100-80gb:2\" or a list such as [\"h100-80gb:2\", \"l4\"]")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Devices, E> {
+                s.parse().map_err(E::custom)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Devices, A::Error> {
+                let mut groups: Vec<String> = Vec::new();
+                let entry = |e: A::Error| {
+                    serde::de::Error::custom(format!("devices: each entry is a string such as \"h100-80gb:2\" ({e})"))
+                };
+                while let Some(group) = seq.next_element::<String>().map_err(entry)? {
+                    // Bounded like the string form: more groups than devices allowed is refused.
+                    if groups.len() as u64 >= MAX_DEVICES {
+                        return Err(serde::de::Error::custom(format!(
+                            "devices: at most {MAX_DEVICES} devices"
+                        )));
+                    }
+                    groups.push(group);
+                }
+                groups.join(",").parse().map_err(serde::de::Error::custom)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
     }
 }
 
@@ -439,6 +465,26 @@ impl fmt::Display for Devices {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn devices_may_be_a_json_list_with_the_same_canonical_form() {
+        let listed: PlanOptions = serde_json::from_str(r#"{"devices": ["H100-80GB:2", "l4"]}"#).expect("list");
+        let written: PlanOptions = serde_json::from_str(r#"{"devices": "h100-80gb:2,l4"}"#).expect("string");
+        assert_eq!(listed, written);
+        assert_eq!(
+            serde_json::to_string(&listed).expect("json"),
+            serde_json::to_string(&written).expect("json")
+        );
+        for bad in [
+            r#"{"devices": 7}"#,
+            r#"{"devices": [7]}"#,
+            r#"{"devices": ["h900"]}"#,
+            r#"{"devices": []}"#,
+        ] {
+            let error = serde_json::from_str::<PlanOptions>(bad).expect_err(bad).to_string();
+            assert!(error.contains("devices"), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn empty_options_do_not_ask_for_memory_and_serialise_to_an_empty_object() {

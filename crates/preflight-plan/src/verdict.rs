@@ -1,4 +1,4 @@
-//! The verdict document (SPEC §3). Versioned by [`SCHEMA`](crate::SCHEMA).
+//! The verdict document (docs/design.md §3). Versioned by [`SCHEMA`](crate::SCHEMA).
 
 use std::collections::BTreeMap;
 
@@ -256,7 +256,7 @@ pub struct Quantization {
     pub bits: Option<u64>,
 }
 
-/// Memory and fit of a whole system (SPEC §3 `memory`): every artifact placed with the same
+/// Memory and fit of a whole system (docs/design.md §3, `memory`): every artifact placed with the same
 /// tensor-parallel degree on the same devices. See `docs/memory.md` for every formula.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
