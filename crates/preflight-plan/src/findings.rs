@@ -187,6 +187,20 @@ pub struct Finding {
     pub detail: String,
 }
 
+/// `1234567` → `1,234,567`: every figure in a finding's text is grouped for reading (the
+/// `declared`/`observed` values stay plain numbers).
+pub fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Findings of one code kept one by one; past this they are counted into one summary
 /// finding, so a hostile header with a million bad tensors yields a verdict of kilobytes
 /// rather than hundreds of megabytes (and every code still shows).
@@ -268,13 +282,17 @@ impl Findings {
                 id: String::new(),
                 code,
                 severity: code.severity(),
-                subject: format!("{count} more"),
+                subject: format!("{} more", grouped(count)),
                 declared: None,
                 observed: Some(count.into()),
                 detail: match subjects.is_empty() {
-                    true => format!("{count} more findings with this code are counted, not listed"),
+                    true => format!(
+                        "{} more findings with this code are counted, not listed",
+                        grouped(count)
+                    ),
                     false => format!(
-                        "{count} more findings with this code are counted, not listed; the next are: {}",
+                        "{} more findings with this code are counted, not listed; the next are: {}",
+                        grouped(count),
                         subjects.join(", ")
                     ),
                 },
@@ -285,5 +303,19 @@ impl Findings {
             f.id = format!("{artifact}.{n}");
         }
         self.kept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_are_grouped_by_thousands() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_000), "1,000");
+        assert_eq!(grouped(844_640_768), "844,640,768");
+        assert_eq!(grouped(u64::MAX), "18,446,744,073,709,551,615");
     }
 }

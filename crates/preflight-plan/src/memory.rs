@@ -193,8 +193,9 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
             Code::MemoryContextExceedsModel,
             "context",
             format!(
-                "{context} tokens is past the {} the model declares; engines refuse it unless overridden",
-                model.context
+                "{} tokens is past the {} the model declares; engines refuse it unless overridden",
+                crate::findings::grouped(context),
+                crate::findings::grouped(model.context)
             ),
         );
         finding.declared = Some(model.context.into());
@@ -237,7 +238,9 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, findings: &mut Find
                 Code::MemoryWeightsExceedDevices,
                 "weights",
                 format!(
-                    "the weights as stored, split over {tp} rank(s), are {rank} bytes a rank, more than the {smallest} usable bytes of the smallest device"
+                    "the weights as stored, split over {tp} rank(s), are {} bytes a rank, more than the {} usable bytes of the smallest device",
+                    crate::findings::grouped(rank),
+                    crate::findings::grouped(smallest)
                 ),
             );
             finding.declared = Some(smallest.into());

@@ -299,7 +299,10 @@ pub fn fold(records: &[Record], names: &DtypeNames, model: Option<&Model>, findi
         findings.push(
             Code::TensorBuffersExcluded,
             "buffers",
-            format!("{buffers} stored buffer tensor(s) are not parameters and are not counted in parameters"),
+            format!(
+                "{} stored buffer tensor(s) are not parameters and are not counted in parameters",
+                crate::findings::grouped(buffers)
+            ),
         );
     }
     if let Some(model) = model
@@ -332,7 +335,10 @@ pub fn fold(records: &[Record], names: &DtypeNames, model: Option<&Model>, findi
         findings.push(
             Code::MtpLayersPresent,
             "mtp",
-            format!("{mtp} parameters in multi-token-prediction layers; excluded from active_per_token"),
+            format!(
+                "{} parameters in multi-token-prediction layers; excluded from active_per_token",
+                crate::findings::grouped(mtp)
+            ),
         );
     }
     let active_per_token = model.map(|m| active_per_token(m, total, &by_component));
@@ -392,7 +398,10 @@ pub fn unplaced_findings(records: &[Record], shapes: &Shapes, what: &str, findin
         let finding = findings.push(
             Code::TensorUnplaced,
             pattern,
-            format!("{count} tensor(s) named like `{pattern}` belong to no component {what}"),
+            format!(
+                "{} tensor(s) named like `{pattern}` belong to no component {what}",
+                crate::findings::grouped(count)
+            ),
         );
         finding.observed = Some(count.into());
     }

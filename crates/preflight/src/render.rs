@@ -385,16 +385,16 @@ fn attention_summary(layers: &[Attention]) -> String {
             Attention::Mla {
                 kv_lora_rank,
                 qk_rope_head_dim,
-            } => format!("MLA(latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
+            } => format!("mla(latent {kv_lora_rank} + rope {qk_rope_head_dim})"),
             Attention::Chunked { chunk } => format!("chunked({chunk})"),
             Attention::MlaIndexer {
                 kv_lora_rank,
                 qk_rope_head_dim,
                 index_head_dim,
-            } => format!("MLA(latent {kv_lora_rank} + rope {qk_rope_head_dim}) + indexer({index_head_dim})"),
-            Attention::LinearAttention { heads, .. } => format!("linear attention({heads} heads)"),
+            } => format!("mla_indexer(latent {kv_lora_rank} + rope {qk_rope_head_dim} + key {index_head_dim})"),
+            Attention::LinearAttention { heads, .. } => format!("linear_attention({heads} heads)"),
             Attention::Mamba { heads, state_size, .. } => format!("mamba({heads} heads, state {state_size})"),
-            Attention::None => "no mixer".to_owned(),
+            Attention::None => "none".to_owned(),
         };
         match kinds.iter_mut().find(|(k, _)| *k == name) {
             Some((_, n)) => *n += 1,
