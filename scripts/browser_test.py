@@ -564,6 +564,19 @@ class Suite:
         check(p.attr("#cached-marker", "data-cached") == "false" and "not cacheable" in p.text("#verdict"), "a local source is never cached")
         check(p.attr(".membar", "data-fits") == "true", "memory bar on a 4 MB device")
 
+    def case_a_bad_option_is_reported_on_its_field(self):
+        p = self.page
+        p.open(self.public + "/?source=" + urllib.parse.quote("hf://Qwen/Qwen3-0.6B", safe="") + "&gpu_utilization=1.5")
+        check(self.done() == "error", f"expected an error, got {p.text('#result')[:300]!r}")
+        check(p.attr("#error", "data-code") == "invalid_options", f"code: {p.attr('#error', 'data-code')!r}")
+        check(p.attr("#gpu_utilization", "aria-invalid") == "true", "the field is marked invalid")
+        note = p.text("#gpu_utilization-error")
+        check(note and "gpu_utilization" not in note and "(0, 1]" in note, f"the note beside the field: {note!r}")
+        check("gpu_utilization-error" in (p.attr("#gpu_utilization", "aria-describedby") or ""), "the note describes the field")
+        p.open(self.public + "/?source=" + urllib.parse.quote("hf://Qwen/Qwen3-0.6B", safe=""))
+        check(self.done() == "done", "a good request clears it")
+        check(p.js("!document.querySelector('.field-error') && !document.querySelector('[aria-invalid=true]')"), "no stale field error")
+
 
 def run_cases(suite: Suite, page: Page, public: str) -> tuple[int, int]:
     passed = failed = 0

@@ -18,6 +18,8 @@ pub struct ApiError {
     /// Stable, machine-readable.
     pub code: ErrorCode,
     pub message: String,
+    /// The request field at fault (an option's name), so a form can say it beside the field.
+    pub field: Option<String>,
     /// For 429: when to come back.
     pub retry_after: Option<Duration>,
 }
@@ -28,7 +30,16 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            field: None,
             retry_after: None,
+        }
+    }
+
+    /// An option value the planner cannot take, named by its field.
+    pub fn invalid_option(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: Some(field.into()),
+            ..Self::bad_request(ErrorCode::InvalidOptions, message)
         }
     }
 
@@ -105,7 +116,11 @@ impl From<HubError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Json(json!({ "error": { "code": self.code.as_str(), "message": self.message } }));
+        let body = match &self.field {
+            Some(field) => json!({ "error": { "code": self.code.as_str(), "message": self.message, "field": field } }),
+            None => json!({ "error": { "code": self.code.as_str(), "message": self.message } }),
+        };
+        let body = Json(body);
         let mut response = (self.status, body).into_response();
         if let Some(after) = self.retry_after {
             let secs = after.as_secs().max(1).to_string();

@@ -89,7 +89,7 @@ fn schemas() -> Value {
         "Error": {
             "type": "object",
             "required": ["error"],
-            "properties": { "error": { "type": "object", "required": ["code", "message"], "properties": { "code": { "type": "string" }, "message": { "type": "string" } } } }
+            "properties": { "error": { "type": "object", "required": ["code", "message"], "properties": { "code": { "type": "string" }, "message": { "type": "string" }, "field": { "type": "string", "description": "The option at fault, for invalid_options" } } } }
         },
         "Health": {
             "type": "object",

@@ -348,7 +348,7 @@ impl Pipeline {
         request
             .options
             .validate()
-            .map_err(|e| ApiError::bad_request(ErrorCode::InvalidOptions, e.to_string()))?;
+            .map_err(|e| ApiError::invalid_option(e.option, e.to_string()))?;
         let mut sources = Vec::with_capacity(request.sources.len());
         for raw in &request.sources {
             match spec::parse(raw).map_err(|e| ApiError::bad_request(ErrorCode::InvalidSource, e.to_string()))? {

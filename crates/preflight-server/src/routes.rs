@@ -230,12 +230,7 @@ async fn plan(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body
     inc(&state.metrics.plan_requests);
     let result = async {
         let body = read_body(&state, &headers, body).await?;
-        let request: PlanRequest = serde_json::from_slice(&body).map_err(|e| {
-            ApiError::bad_request(
-                ErrorCode::BadRequest,
-                format!("expected {{\"sources\": [...], \"options\": {{...}}}}: {e}"),
-            )
-        })?;
+        let request: PlanRequest = serde_json::from_slice(&body).map_err(|e| bad_plan_body(&body, e))?;
         let token = bearer(&headers)?;
         state.pipeline.plan(request, token).await
     }
@@ -257,6 +252,30 @@ async fn plan(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body
 }
 
 /// The stored verdict with this response's `serving` block spliced in, without re-parsing.
+/// A body that is not a plan request. When the fault is one option's value, name that
+/// option (`field`), found by reading each option alone, so a form can say it on the field
+/// rather than as a parser's message.
+fn bad_plan_body(body: &[u8], e: serde_json::Error) -> ApiError {
+    let options = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("options").and_then(|o| o.as_object()).cloned());
+    for (field, value) in options.iter().flatten() {
+        let alone = serde_json::Value::Object([(field.clone(), value.clone())].into_iter().collect());
+        if let Err(e) = serde_json::from_value::<preflight_plan::PlanOptions>(alone) {
+            let message = e.to_string();
+            let message = message
+                .strip_prefix(&format!("{field}: "))
+                .unwrap_or(&message)
+                .to_owned();
+            return ApiError::invalid_option(field.clone(), format!("{field}: {message}"));
+        }
+    }
+    ApiError::bad_request(
+        ErrorCode::BadRequest,
+        format!("expected {{\"sources\": [...], \"options\": {{...}}}}: {e}"),
+    )
+}
+
 fn verdict_response(body: &str, serving: &serde_json::Value) -> Response {
     let rest = body.strip_prefix('{').unwrap_or(body);
     let separator = if rest.trim_start().starts_with('}') { "" } else { "," };

@@ -21,11 +21,11 @@ async fn malformed_requests_are_400_with_a_code() {
         ),
         (
             json!({ "sources": ["hf://a/b"], "options": { "devices": "warp-drive:2" } }),
-            "bad_request",
+            "invalid_options",
         ),
         (
             json!({ "sources": ["hf://a/b"], "options": { "bogus": 1 } }),
-            "bad_request",
+            "invalid_options",
         ),
     ];
     for (body, code) in cases {
@@ -43,6 +43,33 @@ async fn malformed_requests_are_400_with_a_code() {
         (StatusCode::BAD_REQUEST, Some("bad_request"))
     );
     assert_eq!(s.counts().probes, 0, "validation happens before any network");
+}
+
+/// A bad option is reported on its field — by name, with a message about it — whether the
+/// planner's validation or the reading of its type caught it, so a form can show it there.
+#[tokio::test]
+async fn a_bad_option_names_its_field() {
+    let s = server(&[]).await;
+    for (options, field) in [
+        (json!({ "context": 0 }), "context"),
+        (json!({ "sequences": 4, "context": "lots" }), "context"),
+        (json!({ "devices": "warp-drive:2" }), "devices"),
+        (json!({ "devices": [7] }), "devices"),
+        (json!({ "gpu_utilization": 1.5 }), "gpu_utilization"),
+        (json!({ "kv_dtype": "fp3" }), "kv_dtype"),
+        (json!({ "bogus": 1 }), "bogus"),
+    ] {
+        let body = json!({ "sources": ["hf://a/b"], "options": options });
+        let (status, _, v) = s.plan_with(body.clone(), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {v}");
+        assert_eq!(v["error"]["code"], "invalid_options", "{body}: {v}");
+        assert_eq!(v["error"]["field"], field, "{body}: {v}");
+        let message = v["error"]["message"].as_str().expect("message");
+        assert!(message.starts_with(&format!("{field}: ")), "{message}");
+    }
+    // Not an option's fault: no field.
+    let (_, _, v) = s.plan_with(json!({ "sources": [] }), None).await;
+    assert!(v["error"].get("field").is_none(), "{v}");
 }
 
 #[tokio::test]
