@@ -299,11 +299,12 @@ pub fn scale_owner(name: &str) -> Option<String> {
     })
 }
 
-/// For a scale whose parameter must exist, the parameter's name.
-pub fn scaled_tensor(name: &str) -> Option<String> {
+/// For a scale whose parameter must exist, the parameter's name as `(stem, suffix)`: the
+/// name is `stem + suffix`, so callers can compare without building it.
+pub fn scaled_tensor(name: &str) -> Option<(&str, &'static str)> {
     SCALE_SUFFIXES
         .iter()
-        .find_map(|(suffix, base)| Some(format!("{}{}", name.strip_suffix(suffix)?, (*base)?)))
+        .find_map(|(suffix, base)| Some((name.strip_suffix(suffix)?, (*base)?)))
 }
 
 #[cfg(test)]

@@ -111,6 +111,9 @@ fn records<'a>(
     let mut scales: FastMap<(ShapeId, bool), Placed> = FastMap::default();
     let mut orphan_scales: Vec<&str> = Vec::new();
     let mut out = Vec::with_capacity(files.iter().map(|f| f.header.tensors.len()).sum());
+    // The tensor before this one in its header: writers sort names, so a scale's parameter
+    // usually sits right before it and is found without hashing its name.
+    let mut previous: Option<&str> = None;
     for tensor in files.iter().flat_map(|f| &f.header.tensors) {
         let elements = elements_of(&tensor.shape);
         let bytes = tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]);
@@ -119,10 +122,13 @@ fn records<'a>(
         let shape = shapes.of(&base);
         let kind = match (role, &classifier) {
             (Role::Scale, _) => {
-                if let Some(scaled) = quant::scaled_tensor(&tensor.name)
-                    && !all.contains_key(scaled.as_str())
-                {
-                    orphan_scales.push(&tensor.name);
+                if let Some((stem, suffix)) = quant::scaled_tensor(&tensor.name) {
+                    let is = |name: &str| {
+                        name.len() == stem.len() + suffix.len() && name.starts_with(stem) && name.ends_with(suffix)
+                    };
+                    if !previous.is_some_and(is) && !all.contains_key(format!("{stem}{suffix}").as_str()) {
+                        orphan_scales.push(&tensor.name);
+                    }
                 }
                 let owner = match &classifier {
                     None => None,
@@ -182,6 +188,7 @@ fn records<'a>(
             expert: shape.expert,
             kind,
         });
+        previous = Some(&tensor.name);
     }
     group_finding(
         findings,
