@@ -105,13 +105,42 @@ impl<'de> Visitor<'de> for RawIndexVisitor {
                 "metadata" => {
                     index.total_size = map.next_value::<Option<RawMetadata>>()?.and_then(|m| m.0);
                 }
-                "weight_map" => index.weight_map = map.next_value()?,
+                "weight_map" => index.weight_map = map.next_value::<Option<WeightMap>>()?.map(|w| w.0),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
         }
         Ok(index)
+    }
+}
+
+/// `weight_map` as pairs first, then one bulk build: names arrive sorted (or nearly), and
+/// inserting 92k long, prefix-sharing names one by one into a B-tree costs more than the
+/// rest of the index. Equal names keep the last value, as inserting would.
+struct WeightMap(BTreeMap<String, String>);
+
+impl<'de> Deserialize<'de> for WeightMap {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(WeightMapVisitor)
+    }
+}
+
+struct WeightMapVisitor;
+
+impl<'de> Visitor<'de> for WeightMapVisitor {
+    type Value = WeightMap;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a weight_map object of tensor name to shard file")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<WeightMap, A::Error> {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        while let Some(pair) = map.next_entry::<String, String>()? {
+            pairs.push(pair);
+        }
+        Ok(WeightMap(pairs.into_iter().collect()))
     }
 }
 
