@@ -3,7 +3,7 @@
 
 For each fixture repo: wall time, requests (as the fixture Hub's log counts them, both
 origins, and the Hub origin alone) and body bytes, for
-  - `preflight plan hf://REPO --json` (the release binary, a fresh HF_HOME: nothing cached), and
+  - `preflight plan hf://REPO --json --no-cache` (the release binary, a fresh HF_HOME: nothing cached), and
   - `huggingface_hub.HfApi().get_safetensors_metadata(REPO)` (a fresh HF_HOME each run).
 Both run against the same fixture Hub in the same run. Loopback only; bounded.
 
@@ -40,7 +40,7 @@ def run_preflight(endpoint, repo):
     env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HOME=tempfile.mkdtemp(), HF_HUB_OFFLINE="0")
     env.pop("HF_TOKEN", None)
     t = time.perf_counter()
-    r = subprocess.run([os.path.join(ROOT, "target/release/preflight"), "plan", "--json", f"hf://{repo}"],
+    r = subprocess.run([os.path.join(ROOT, "target/release/preflight"), "plan", "--json", "--no-cache", f"hf://{repo}"],
                        env=env, capture_output=True, timeout=300)
     wall = time.perf_counter() - t
     if r.returncode not in (0, 1):

@@ -3,6 +3,7 @@
 //! safetensors headers (a prefix of each file) and GGUF headers.
 
 pub mod error;
+pub mod facts_cache;
 pub mod hub;
 pub mod local;
 pub mod spec;

@@ -51,8 +51,21 @@ enum Command {
         /// document on stdout (`{"error": {"code", "message"}}`, the service's codes).
         #[arg(long)]
         json: bool,
+        /// Neither read nor write the staged-facts cache: stage every Hub source afresh.
+        ///
+        /// By default the facts a Hub source stages (headers, config, index: immutable for a
+        /// commit) are kept in $PREFLIGHT_CACHE, else $XDG_CACHE_HOME/preflight, else
+        /// ~/.cache/preflight, so planning the same commit again — with any options — costs
+        /// one probe (none when pinned to a commit). See `preflight cache`.
+        #[arg(long)]
+        no_cache: bool,
         #[command(flatten)]
         memory: plan_args::MemoryArgs,
+    },
+    /// See and bound the staged-facts cache (`ls`, `rm`, `prune --max-bytes N`).
+    Cache {
+        #[command(subcommand)]
+        action: CacheAction,
     },
     /// Run the plan service: POST /v1/plan with a verdict cache, bounds and metrics.
     ///
@@ -66,16 +79,99 @@ enum Command {
     Gate(gate::GateArgs),
 }
 
+#[derive(Subcommand)]
+enum CacheAction {
+    /// List the cached facts: source, size and age, newest first.
+    Ls,
+    /// Remove every cached entry.
+    Rm,
+    /// Remove the oldest entries until the rest fit in `--max-bytes`.
+    Prune {
+        #[arg(long, value_name = "BYTES")]
+        max_bytes: u64,
+    },
+}
+
+/// Where the CLI keeps staged facts: `$PREFLIGHT_CACHE`, else the platform cache directory.
+fn facts_cache_dir() -> Option<std::path::PathBuf> {
+    let non_empty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    non_empty("PREFLIGHT_CACHE")
+        .or_else(|| non_empty("XDG_CACHE_HOME").map(|d| d.join("preflight")))
+        .or_else(|| non_empty("HOME").map(|d| d.join(".cache").join("preflight")))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Plan { sources, json, memory } => plan(&sources, json, &memory),
+        Command::Plan {
+            sources,
+            json,
+            no_cache,
+            memory,
+        } => {
+            let cache = (!no_cache)
+                .then(facts_cache_dir)
+                .flatten()
+                .map(preflight_source::facts_cache::FactsCache::new);
+            plan(&sources, json, &memory, cache.as_ref())
+        }
+        Command::Cache { action } => cache_command(&action),
         Command::Serve(args) => serve::run(*args),
         Command::Gate(args) => gate::run(&args),
     }
 }
 
-fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitCode {
+fn cache_command(action: &CacheAction) -> ExitCode {
+    let Some(dir) = facts_cache_dir() else {
+        eprintln!("preflight: no cache directory: set PREFLIGHT_CACHE, XDG_CACHE_HOME or HOME");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    };
+    let cache = preflight_source::facts_cache::FactsCache::new(dir);
+    let done = match action {
+        CacheAction::Ls => cache.entries().map(|entries| {
+            let total: u64 = entries.iter().map(|e| e.bytes).sum();
+            for e in &entries {
+                let age = e
+                    .modified
+                    .and_then(|m| m.elapsed().ok())
+                    .map_or_else(|| "?".to_owned(), |d| format!("{}s ago", d.as_secs()));
+                let source = e.source.as_deref().unwrap_or("(unreadable: removed on next use)");
+                println!("{source}  {} bytes  {age}", render::thousands(e.bytes));
+            }
+            println!(
+                "{} entr{} · {} bytes in {}",
+                entries.len(),
+                if entries.len() == 1 { "y" } else { "ies" },
+                render::thousands(total),
+                cache.dir().display()
+            );
+        }),
+        CacheAction::Rm => cache
+            .clear()
+            .map(|n| println!("removed {n} entries from {}", cache.dir().display())),
+        CacheAction::Prune { max_bytes } => cache
+            .prune(*max_bytes)
+            .map(|n| println!("removed {n} entries from {}", cache.dir().display())),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("preflight: cache at {}: {e}", cache.dir().display());
+            ExitCode::from(EXIT_UNREADABLE)
+        }
+    }
+}
+
+fn plan(
+    sources: &[String],
+    json: bool,
+    memory: &plan_args::MemoryArgs,
+    cache: Option<&preflight_source::facts_cache::FactsCache>,
+) -> ExitCode {
     // Options are checked before any source is read: a bad value costs no network.
     let options = match memory.options() {
         Ok(options) => options,
@@ -94,7 +190,7 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs) -> ExitC
     let mut hub = None;
     let mut facts = Vec::with_capacity(sources.len());
     for source in sources {
-        match runtime.block_on(stage(source, &mut hub)) {
+        match runtime.block_on(stage(source, &mut hub, cache)) {
             Ok(f) => facts.push(f),
             Err(e) => {
                 let exit = match e.kind() {
@@ -144,6 +240,7 @@ fn fail(json: bool, code: ErrorCode, message: &str, exit: u8) -> ExitCode {
 async fn stage(
     source: &str,
     hub: &mut Option<(HubClient, hub::stage::PlanBudget)>,
+    cache: Option<&preflight_source::facts_cache::FactsCache>,
 ) -> Result<preflight_source::ArtifactFacts, SourceError> {
     match spec::parse(source)? {
         SourceSpec::Local(path) => preflight_source::local::stage(&path),
@@ -158,7 +255,30 @@ async fn stage(
             };
             let resolve = Counters::default();
             let (commit, listing) = hub::stage::resolve_with_listing(client, &spec, &resolve).await?;
-            let mut facts = hub::stage::stage(client, &spec, &commit, listing, budget).await?;
+            let key = preflight_source::facts_cache::FactsKey {
+                repo: &spec.repo,
+                commit: &commit,
+                file: spec.file.as_deref(),
+                token: client.config().token.as_deref(),
+            };
+            let cached = cache.and_then(|c| c.get(&key));
+            let hit = cached.is_some();
+            let mut facts = match cached {
+                // The facts are the commit's; the source and the cost are this request's.
+                Some(mut facts) => {
+                    facts.source = hub::stage::source_ref(&spec, &commit);
+                    facts.staging = preflight_formats::facts::StagingStats {
+                        commit: Some(commit.clone()),
+                        ..Default::default()
+                    };
+                    facts
+                }
+                None => hub::stage::stage(client, &spec, &commit, listing, budget).await?,
+            };
+            if !hit && let Some(cache) = cache {
+                // A cache that cannot be written costs the next run a restage, nothing more.
+                let _ = cache.put(&key, &facts);
+            }
             // The CLI's resolution is part of what this plan cost.
             facts.staging.requests += resolve.requests.load(std::sync::atomic::Ordering::Relaxed);
             facts.staging.bytes_fetched += resolve.bytes.load(std::sync::atomic::Ordering::Relaxed);

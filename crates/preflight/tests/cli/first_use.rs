@@ -23,6 +23,8 @@ fn run(hub: &TestHub, home: &std::path::Path, env: &[(&str, &str)], args: &[&str
     cmd.args(args)
         .env("HF_ENDPOINT", hub.url())
         .env("HF_HOME", home)
+        // Each test's own staged-facts cache, beside its HF home.
+        .env("PREFLIGHT_CACHE", home.join("preflight-cache"))
         .env_remove("HF_TOKEN")
         .env_remove("HF_HUB_OFFLINE");
     for (k, v) in env {

@@ -17,6 +17,8 @@ fn run(hub: &TestHub, home: &std::path::Path, env: &[(&str, &str)], args: &[&str
     cmd.args(args)
         .env("HF_ENDPOINT", hub.url())
         .env("HF_HOME", home)
+        // Each test's own staged-facts cache, beside its HF home.
+        .env("PREFLIGHT_CACHE", home.join("preflight-cache"))
         .env_remove("HF_TOKEN")
         .env_remove("HF_HUB_OFFLINE");
     for (k, v) in env {
@@ -100,4 +102,130 @@ fn a_system_plan_mixes_hub_and_local_sources() {
     assert_eq!(v["artifacts"].as_array().map(Vec::len), Some(2));
     assert_eq!(v["artifacts"][0]["source"]["repo"], "Qwen/Qwen3-0.6B");
     assert!(v["artifacts"][1]["source"]["commit"].is_null());
+}
+
+/// Hub requests the fixture Hub has seen so far.
+fn hub_requests(hub: &TestHub) -> usize {
+    hub.requests().iter().filter(|r| r.origin == Origin::Hub).count()
+}
+
+/// Staged facts are kept by commit: planning the same source again with other options costs
+/// one probe (the commit may have moved), a pinned one nothing, and no staging either way.
+#[test]
+fn a_second_plan_with_other_options_costs_one_probe_and_a_pinned_one_nothing() {
+    let hub = hub();
+    let home = tempfile::tempdir().expect("tempdir");
+    let plan = |args: &[&str]| {
+        let out = run(&hub, home.path(), &[], args);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).expect("json")
+    };
+    let first = plan(&["plan", "--json", "hf://Qwen/Qwen3-8B"]);
+    let staged = hub_requests(&hub);
+    assert!(staged > 2, "the first plan stages: {staged} requests");
+    let second = plan(&["plan", "--json", "--context", "4096", "hf://Qwen/Qwen3-8B"]);
+    assert_eq!(hub_requests(&hub) - staged, 1, "one probe, no staging");
+    assert_eq!(second["staging"][0]["requests"], 1);
+    assert_eq!(
+        second["artifacts"][0]["parameters"],
+        first["artifacts"][0]["parameters"]
+    );
+    assert!(second["memory"].is_object(), "the new options were planned");
+    let commit = first["artifacts"][0]["source"]["commit"]
+        .as_str()
+        .expect("commit")
+        .to_owned();
+    let before = hub_requests(&hub);
+    let pinned = plan(&[
+        "plan",
+        "--json",
+        "--sequences",
+        "2",
+        &format!("hf://Qwen/Qwen3-8B@{commit}"),
+    ]);
+    assert_eq!(hub_requests(&hub), before, "pinned: not even a probe");
+    assert_eq!(
+        pinned["artifacts"][0]["source"]["pinned"], true,
+        "the hit describes this request"
+    );
+    assert_eq!(pinned["staging"][0]["requests"], 0);
+    // --no-cache stages afresh.
+    let before = hub_requests(&hub);
+    plan(&["plan", "--json", "--no-cache", "hf://Qwen/Qwen3-8B"]);
+    assert!(hub_requests(&hub) - before > 2);
+}
+
+/// A cache entry that does not verify is a miss: the source is staged again and planned right.
+#[test]
+fn a_corrupt_cache_entry_is_restaged() {
+    let hub = hub();
+    let home = tempfile::tempdir().expect("tempdir");
+    let plan = || {
+        let out = run(&hub, home.path(), &[], &["plan", "--json", "hf://Qwen/Qwen3-0.6B"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice::<Value>(&out.stdout).expect("json")
+    };
+    let first = plan();
+    let cache = home.path().join("preflight-cache");
+    let entries: Vec<_> = std::fs::read_dir(&cache)
+        .expect("cache dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "facts"))
+        .collect();
+    assert_eq!(entries.len(), 1);
+    let mut bytes = std::fs::read(&entries[0]).expect("entry");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&entries[0], bytes).expect("corrupt");
+    let before = hub_requests(&hub);
+    let again = plan();
+    assert!(hub_requests(&hub) - before > 1, "restaged");
+    assert_eq!(again["artifacts"][0]["parameters"], first["artifacts"][0]["parameters"]);
+}
+
+/// Facts read with a token are kept under that token: without it, the gated repo is refused
+/// again rather than answered from the cache.
+#[test]
+fn cached_gated_facts_are_not_served_without_the_token() {
+    let hub = hub();
+    let home = tempfile::tempdir().expect("tempdir");
+    let with = run(
+        &hub,
+        home.path(),
+        &[("HF_TOKEN", TOKEN)],
+        &["plan", "hf://meta-llama/Llama-3.1-8B"],
+    );
+    assert_eq!(with.status.code(), Some(0), "{}", String::from_utf8_lossy(&with.stderr));
+    let without = run(&hub, home.path(), &[], &["plan", "hf://meta-llama/Llama-3.1-8B"]);
+    assert_eq!(without.status.code(), Some(3), "refused, not served from the cache");
+}
+
+/// `preflight cache ls | prune | rm` see and bound the cache.
+#[test]
+fn the_cache_can_be_listed_pruned_and_emptied() {
+    let hub = hub();
+    let home = tempfile::tempdir().expect("tempdir");
+    for repo in ["hf://Qwen/Qwen3-0.6B", "hf://Qwen/Qwen3-8B"] {
+        let out = run(&hub, home.path(), &[], &["plan", repo]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let ls = run(&hub, home.path(), &[], &["cache", "ls"]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    assert!(
+        text.contains("Qwen/Qwen3-0.6B@") && text.contains("Qwen/Qwen3-8B@"),
+        "{text}"
+    );
+    assert!(text.contains("2 entries"), "{text}");
+    let prune = run(&hub, home.path(), &[], &["cache", "prune", "--max-bytes", "0"]);
+    assert!(
+        String::from_utf8_lossy(&prune.stdout).contains("removed 2"),
+        "{:?}",
+        prune
+    );
+    let ls = run(&hub, home.path(), &[], &["cache", "ls"]);
+    assert!(String::from_utf8_lossy(&ls.stdout).contains("0 entries"));
+    let out = run(&hub, home.path(), &[], &["plan", "hf://Qwen/Qwen3-0.6B"]);
+    assert_eq!(out.status.code(), Some(0));
+    let rm = run(&hub, home.path(), &[], &["cache", "rm"]);
+    assert!(String::from_utf8_lossy(&rm.stdout).contains("removed 1"), "{:?}", rm);
 }

@@ -84,10 +84,14 @@ pub fn materialize(repo: &str, dest: &Path) -> PathBuf {
     out
 }
 
-/// Run the built `preflight` binary.
+/// Run the built `preflight` binary, with a staged-facts cache of its own (never the user's).
 pub fn preflight(args: &[&str]) -> Output {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("facts-cache-{}-{run}", std::process::id()));
     Command::new(env!("CARGO_BIN_EXE_preflight"))
         .args(args)
+        .env("PREFLIGHT_CACHE", cache)
         .output()
         .expect("run preflight")
 }

@@ -1,0 +1,196 @@
+//! Staged facts on disk, keyed by what they are: immutable for a repo at a commit (and a
+//! file, for a GGUF), so another set of options — or another run — plans from them without
+//! staging again. Never keyed by options or the planner's semantics version.
+//!
+//! An entry is `MAGIC`, the SHA-256 of the rest, then the facts as gzip-compressed JSON. It
+//! is written to a temporary file and renamed into place, so a reader sees a whole entry or
+//! none; one that fails its checksum or does not parse is a miss (and is removed). Facts read
+//! with a token are keyed by that token's hash, so they are never served without it.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use preflight_formats::facts::ArtifactFacts;
+use sha2::{Digest, Sha256};
+
+/// Bumped when staging would read something different for the same commit (a new file, a
+/// new field in the facts): older entries are then simply not found.
+pub const STAGING_FORMAT_VERSION: u32 = 1;
+
+/// What an entry starts with: a format tag, so another file in the directory is never read
+/// as facts.
+const MAGIC: &[u8; 8] = b"PFFACTS1";
+
+/// Facts far larger than any real checkpoint's (DeepSeek-V3's are ~2 MB compressed) are
+/// refused on read, so a planted file cannot make the reader allocate without bound.
+const MAX_ENTRY_BYTES: u64 = 256 << 20;
+
+/// What identifies staged facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FactsKey<'a> {
+    pub repo: &'a str,
+    pub commit: &'a str,
+    /// The GGUF (or lone safetensors file) named in the source, if any.
+    pub file: Option<&'a str>,
+    /// The token the facts were read with, if any: gated facts stay with their reader.
+    pub token: Option<&'a str>,
+}
+
+impl FactsKey<'_> {
+    /// The entry's file name: a digest of every part, the format version included.
+    fn file_name(&self) -> String {
+        let mut h = Sha256::new();
+        for part in [
+            self.repo,
+            self.commit,
+            self.file.unwrap_or(""),
+            &STAGING_FORMAT_VERSION.to_string(),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        if let Some(token) = self.token {
+            h.update(b"token\0");
+            h.update(Sha256::digest(token.as_bytes()));
+        }
+        format!("{}.facts", hex(&h.finalize()))
+    }
+}
+
+/// One cached entry, as `cache ls` shows it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub modified: Option<SystemTime>,
+    /// `repo@commit[/file]`, read from the entry; `None` when it does not verify.
+    pub source: Option<String>,
+}
+
+/// A directory of staged facts.
+#[derive(Debug, Clone)]
+pub struct FactsCache {
+    dir: PathBuf,
+}
+
+impl FactsCache {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The facts for `key`, or `None` (absent, unreadable, corrupt — the last two removed).
+    pub fn get(&self, key: &FactsKey) -> Option<ArtifactFacts> {
+        let path = self.dir.join(key.file_name());
+        let facts = read_entry(&path);
+        if facts.is_none() && path.exists() {
+            let _ = fs::remove_file(&path);
+        }
+        facts
+    }
+
+    /// Store facts whole, or not at all: a failure to write is not an error for the caller
+    /// (the plan already has its facts), only a miss next time.
+    pub fn put(&self, key: &FactsKey, facts: &ArtifactFacts) -> std::io::Result<()> {
+        fs::create_dir_all(&self.dir)?;
+        let json = serde_json::to_vec(facts).map_err(std::io::Error::other)?;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&json)?;
+        let payload = gz.finish()?;
+        let mut bytes = Vec::with_capacity(MAGIC.len() + 32 + payload.len());
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&Sha256::digest(&payload));
+        bytes.extend_from_slice(&payload);
+        let path = self.dir.join(key.file_name());
+        let partial = self.dir.join(format!(".{}.{}", key.file_name(), std::process::id()));
+        fs::write(&partial, &bytes)?;
+        fs::rename(&partial, &path).inspect_err(|_| {
+            let _ = fs::remove_file(&partial);
+        })
+    }
+
+    /// Every entry, newest first.
+    pub fn entries(&self) -> std::io::Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let listing = match fs::read_dir(&self.dir) {
+            Ok(listing) => listing,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        for item in listing {
+            let item = item?;
+            let path = item.path();
+            if path.extension().is_none_or(|x| x != "facts") {
+                continue;
+            }
+            let meta = item.metadata()?;
+            let source = read_entry(&path).map(|f| {
+                let repo = f.source.repo.unwrap_or_else(|| f.source.spec.clone());
+                let commit = f.source.commit.unwrap_or_default();
+                format!("{repo}@{commit}")
+            });
+            out.push(Entry {
+                path,
+                bytes: meta.len(),
+                modified: meta.modified().ok(),
+                source,
+            });
+        }
+        out.sort_by_key(|e| std::cmp::Reverse(e.modified));
+        Ok(out)
+    }
+
+    /// Remove every entry; returns how many.
+    pub fn clear(&self) -> std::io::Result<usize> {
+        let entries = self.entries()?;
+        for e in &entries {
+            fs::remove_file(&e.path)?;
+        }
+        Ok(entries.len())
+    }
+
+    /// Remove the oldest entries until the rest take at most `max_bytes`; returns how many
+    /// were removed.
+    pub fn prune(&self, max_bytes: u64) -> std::io::Result<usize> {
+        let mut kept = 0u64;
+        let mut removed = 0;
+        for e in self.entries()? {
+            if kept.saturating_add(e.bytes) <= max_bytes {
+                kept += e.bytes;
+            } else {
+                fs::remove_file(&e.path)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+}
+
+fn read_entry(path: &Path) -> Option<ArtifactFacts> {
+    let file = fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_ENTRY_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES || bytes.len() < MAGIC.len() + 32 {
+        return None;
+    }
+    let (magic, rest) = bytes.split_at(MAGIC.len());
+    let (digest, payload) = rest.split_at(32);
+    if magic != MAGIC || Sha256::digest(payload).as_slice() != digest {
+        return None;
+    }
+    let mut json = Vec::new();
+    flate2::read::GzDecoder::new(payload)
+        .take(MAX_ENTRY_BYTES * 8)
+        .read_to_end(&mut json)
+        .ok()?;
+    serde_json::from_slice(&json).ok()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
