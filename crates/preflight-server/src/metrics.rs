@@ -54,6 +54,8 @@ pub struct Metrics {
     pub probes: AtomicU64,
     /// Staging passes: one per plan that read sources.
     pub staging_passes: AtomicU64,
+    /// Sources planned from cached staged facts instead of staging.
+    pub facts_hits: AtomicU64,
     /// Planner invocations.
     pub plans: AtomicU64,
     /// Requests and bytes staging sent to / read from the Hub.
@@ -93,7 +95,7 @@ impl Metrics {
     /// `redis`: whether a shared tier is configured (its series appear only then).
     pub fn render(&self, memory_entries: u64, memory_bytes: u64, in_flight: u64, redis: bool) -> String {
         let mut out = String::with_capacity(4096);
-        let counters: [(&str, &str, &AtomicU64); 17] = [
+        let counters: [(&str, &str, &AtomicU64); 18] = [
             (
                 "preflight_http_requests_total",
                 "HTTP requests received",
@@ -119,6 +121,11 @@ impl Metrics {
                 "preflight_staging_passes_total",
                 "staging passes (metadata reads)",
                 &self.staging_passes,
+            ),
+            (
+                "preflight_facts_hits_total",
+                "sources planned from cached staged facts, without staging",
+                &self.facts_hits,
             ),
             (
                 "preflight_planner_invocations_total",

@@ -66,6 +66,7 @@ pub struct Pipeline {
     pub max_header_bytes: u64,
     pub upstream_timeout: Duration,
     pub lookup_after_staging: bool,
+    facts: FactsTier,
     flights: Mutex<HashMap<String, Flight>>,
 }
 
@@ -112,6 +113,63 @@ pub struct Policy {
     pub upstream_timeout: Duration,
     /// Test only: the broken order the deploy gate must catch.
     pub lookup_after_staging: bool,
+    /// Where staged facts are kept on disk (`--data-dir`/facts); `None` keeps them in
+    /// memory only.
+    pub facts_dir: Option<PathBuf>,
+}
+
+/// What staged facts are keyed by: the repo at a commit (and file), and the caller's token.
+fn facts_key<'a>(
+    hub: &'a HubClient,
+    spec: &'a preflight_source::spec::HubSpec,
+    commit: &'a str,
+) -> preflight_source::facts_cache::FactsKey<'a> {
+    preflight_source::facts_cache::FactsKey {
+        repo: &spec.repo,
+        commit,
+        file: spec.file.as_deref(),
+        token: hub.config().token.as_deref(),
+    }
+}
+
+/// Entries the memory tier of staged facts holds: a large checkpoint's facts are tens of MB
+/// in memory, so a few dozen cover the checkpoints an Explorer session flips options on.
+const FACTS_IN_MEMORY: u64 = 32;
+
+/// Staged facts by what they are (a commit's, read with a token or without): a memory tier
+/// in front of checksummed files, so another option set for the same commit plans without
+/// staging (SPEC §5, design.md §5).
+pub struct FactsTier {
+    memory: moka::sync::Cache<String, Arc<ArtifactFacts>>,
+    disk: Option<preflight_source::facts_cache::FactsCache>,
+}
+
+impl FactsTier {
+    fn new(dir: Option<PathBuf>) -> Self {
+        Self {
+            memory: moka::sync::Cache::new(FACTS_IN_MEMORY),
+            disk: dir.map(preflight_source::facts_cache::FactsCache::new),
+        }
+    }
+
+    fn get(&self, key: &preflight_source::facts_cache::FactsKey) -> Option<ArtifactFacts> {
+        let id = key.id();
+        if let Some(facts) = self.memory.get(&id) {
+            return Some((*facts).clone());
+        }
+        let facts = self.disk.as_ref()?.get(key)?;
+        self.memory.insert(id, Arc::new(facts.clone()));
+        Some(facts)
+    }
+
+    fn put(&self, key: &preflight_source::facts_cache::FactsKey, facts: &ArtifactFacts) {
+        self.memory.insert(key.id(), Arc::new(facts.clone()));
+        if let Some(disk) = &self.disk
+            && let Err(e) = disk.put(key, facts)
+        {
+            tracing::warn!(error = %e, "staged facts not stored");
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -134,6 +192,7 @@ impl Pipeline {
             max_header_bytes: policy.max_header_bytes,
             upstream_timeout: policy.upstream_timeout,
             lookup_after_staging: policy.lookup_after_staging,
+            facts: FactsTier::new(policy.facts_dir),
             flights: Mutex::new(HashMap::new()),
         }
     }
@@ -471,12 +530,30 @@ impl Pipeline {
         options: &PlanOptions,
         deadline: tokio::time::Instant,
     ) -> Result<(Arc<str>, Vec<Option<String>>), ApiError> {
-        inc(&self.metrics.staging_passes);
+        // Facts first: a source whose commit's facts are cached costs no staging. A staging
+        // pass is counted — as it starts — only when some source must be read.
+        let cached: Vec<Option<ArtifactFacts>> = sources
+            .iter()
+            .zip(commits)
+            .map(|(source, commit)| self.cached_facts(hub, source, commit.as_deref()))
+            .collect();
+        if cached.iter().any(Option::is_none) {
+            inc(&self.metrics.staging_passes);
+        }
         let budget = PlanBudget::new(hub.config());
         let reads = sources
             .iter()
             .zip(commits)
-            .map(|(source, commit)| self.stage_one(hub, source, commit, &budget));
+            .zip(cached)
+            .map(|((source, commit), cached)| {
+                let budget = &budget;
+                async move {
+                    match cached {
+                        Some(facts) => Ok(facts),
+                        None => self.stage_one(hub, source, commit, budget).await,
+                    }
+                }
+            });
         let staged = tokio::time::timeout_at(deadline, join_all(reads))
             .await
             .map_err(|_| self.upstream_timed_out())?;
@@ -523,9 +600,28 @@ impl Pipeline {
                     // The probe failed: resolve again as part of staging (an error now is final).
                     None => resolve_commit(hub, spec, &Counters::default()).await?,
                 };
-                Ok(stage(hub, spec, &commit, None, budget).await?)
+                let facts = stage(hub, spec, &commit, None, budget).await?;
+                self.facts.put(&facts_key(hub, spec, &commit), &facts);
+                Ok(facts)
             }
         }
+    }
+
+    /// A Hub source's facts from the facts tier, described as this request's source; `None`
+    /// for a local source, an unknown commit or a miss.
+    fn cached_facts(&self, hub: &HubClient, source: &Source, commit: Option<&str>) -> Option<ArtifactFacts> {
+        let (Source::Hub(spec), Some(commit)) = (source, commit) else {
+            return None;
+        };
+        let mut facts = self.facts.get(&facts_key(hub, spec, commit))?;
+        // The commit's facts; the source and the (nil) staging cost are this request's.
+        facts.source = preflight_source::hub::stage::source_ref(spec, commit);
+        facts.staging = preflight_formats::facts::StagingStats {
+            commit: Some(commit.to_owned()),
+            ..Default::default()
+        };
+        inc(&self.metrics.facts_hits);
+        Some(facts)
     }
 
     fn upstream_timed_out(&self) -> ApiError {

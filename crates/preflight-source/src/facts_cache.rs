@@ -39,6 +39,11 @@ pub struct FactsKey<'a> {
 }
 
 impl FactsKey<'_> {
+    /// A stable identifier of the key (its digest), for tiers that key by string.
+    pub fn id(&self) -> String {
+        self.file_name()
+    }
+
     /// The entry's file name: a digest of every part, the format version included.
     fn file_name(&self) -> String {
         let mut h = Sha256::new();

@@ -61,12 +61,14 @@ async fn a_corrupt_entry_is_a_miss_not_an_error() {
     let (status, _, v) = s.plan(&["hf://Qwen/Qwen3-0.6B"]).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(v["serving"]["cached"], false, "the corrupt row was not served");
+    // The staged facts are intact (their own checksummed entry): re-planned from them, with
+    // no staging.
     assert_eq!(v["admissible"], true);
     assert_eq!(
         s.counts(),
         Counts {
             probes: 1,
-            staging: 1,
+            staging: 0,
             plans: 1,
             hits: 0
         }

@@ -3,6 +3,7 @@
 
 mod bounds;
 mod cache;
+mod facts;
 mod hostile;
 mod order;
 mod routes;
