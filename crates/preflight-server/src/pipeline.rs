@@ -613,6 +613,11 @@ impl Pipeline {
         let (Source::Hub(spec), Some(commit)) = (source, commit) else {
             return None;
         };
+        if self.lookup_after_staging {
+            // The broken order the deploy gate must catch stages for real, as a build without
+            // any cache-before-work order would.
+            return None;
+        }
         let mut facts = self.facts.get(&facts_key(hub, spec, commit))?;
         // The commit's facts; the source and the (nil) staging cost are this request's.
         facts.source = preflight_source::hub::stage::source_ref(spec, commit);
