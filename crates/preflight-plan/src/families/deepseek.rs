@@ -262,7 +262,8 @@ impl Mla {
 /// layers, every `moe_layer_freq`-th layer.
 pub(super) fn read_moe(cfg: &mut ConfigReader, layers: u64) -> Option<Moe> {
     let experts = cfg.u64("n_routed_experts");
-    let shared = cfg.opt_u64("n_shared_experts").unwrap_or(0);
+    // DeepseekV3Config / DeepseekV32Config default one shared expert when the key is absent.
+    let shared = cfg.opt_u64("n_shared_experts").unwrap_or(1);
     let active = cfg.u64("num_experts_per_tok");
     let first_dense = cfg.opt_u64("first_k_dense_replace").unwrap_or(0);
     let freq = cfg.opt_u64("moe_layer_freq").unwrap_or(1).max(1);

@@ -178,3 +178,19 @@ fn a_degree_that_cannot_split_the_heads_is_a_blocking_finding() {
     assert!(m.per_device.is_empty());
     assert_eq!((m.fits, m.max_context_that_fits), (None, None));
 }
+
+/// A DeepSeek-V3 config that leaves `n_shared_experts` out gets the config class's default,
+/// one shared expert, as transformers builds it (the checkpoint stores one).
+#[test]
+fn deepseek_shared_experts_default_to_the_config_class_default() {
+    let mut facts = hub("deepseek-ai/DeepSeek-V3");
+    facts.config.as_mut().expect("config").raw.remove("n_shared_experts");
+    let v = plan(&[facts], &preflight_plan::PlanOptions::default());
+    assert!(v.admissible, "{:#?}", v.artifacts[0].findings);
+    let moe = v.artifacts[0]
+        .architecture
+        .as_ref()
+        .and_then(|a| a.moe.as_ref())
+        .expect("moe");
+    assert_eq!(moe.shared, 1);
+}
