@@ -4,18 +4,8 @@ use std::fmt::Write;
 
 use preflight_plan::{ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Memory, Severity, Verdict};
 
-/// `8190735360` → `8,190,735,360`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// `8190735360` → `8,190,735,360`: the planner's grouping, so findings and tables agree.
+pub use preflight_plan::findings::grouped as thousands;
 
 /// `8190735360` → `8.19B`.
 fn short(n: u64) -> String {
