@@ -18,6 +18,7 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use preflight_formats::facts::{ArtifactFacts, SourceRef};
 use preflight_plan::PlanOptions;
+use preflight_source::facts_cache::{self, FactsCache, FactsKey};
 use preflight_source::hub::stage::{PlanBudget, resolve_commit, source_ref, stage};
 use preflight_source::hub::{Counters, HubClient, HubError};
 use preflight_source::spec::{self, HubSpec, SourceSpec};
@@ -118,20 +119,6 @@ pub struct Policy {
     pub facts_dir: Option<PathBuf>,
 }
 
-/// What staged facts are keyed by: the repo at a commit (and file), and the caller's token.
-fn facts_key<'a>(
-    hub: &'a HubClient,
-    spec: &'a preflight_source::spec::HubSpec,
-    commit: &'a str,
-) -> preflight_source::facts_cache::FactsKey<'a> {
-    preflight_source::facts_cache::FactsKey {
-        repo: &spec.repo,
-        commit,
-        file: spec.file.as_deref(),
-        token: hub.config().token.as_deref(),
-    }
-}
-
 /// Entries the memory tier of staged facts holds: a large checkpoint's facts are tens of MB
 /// in memory, so a few dozen cover the checkpoints an Explorer session flips options on.
 const FACTS_IN_MEMORY: u64 = 32;
@@ -141,18 +128,18 @@ const FACTS_IN_MEMORY: u64 = 32;
 /// staging (SPEC §5, design.md §5).
 pub struct FactsTier {
     memory: moka::sync::Cache<String, Arc<ArtifactFacts>>,
-    disk: Option<preflight_source::facts_cache::FactsCache>,
+    disk: Option<FactsCache>,
 }
 
 impl FactsTier {
     fn new(dir: Option<PathBuf>) -> Self {
         Self {
             memory: moka::sync::Cache::new(FACTS_IN_MEMORY),
-            disk: dir.map(preflight_source::facts_cache::FactsCache::new),
+            disk: dir.map(FactsCache::new),
         }
     }
 
-    fn get(&self, key: &preflight_source::facts_cache::FactsKey) -> Option<ArtifactFacts> {
+    fn get(&self, key: &FactsKey) -> Option<ArtifactFacts> {
         let id = key.id();
         if let Some(facts) = self.memory.get(&id) {
             return Some((*facts).clone());
@@ -162,7 +149,7 @@ impl FactsTier {
         Some(facts)
     }
 
-    fn put(&self, key: &preflight_source::facts_cache::FactsKey, facts: &ArtifactFacts) {
+    fn put(&self, key: &FactsKey, facts: &ArtifactFacts) {
         self.memory.insert(key.id(), Arc::new(facts.clone()));
         if let Some(disk) = &self.disk
             && let Err(e) = disk.put(key, facts)
@@ -601,7 +588,8 @@ impl Pipeline {
                     None => resolve_commit(hub, spec, &Counters::default()).await?,
                 };
                 let facts = stage(hub, spec, &commit, None, budget).await?;
-                self.facts.put(&facts_key(hub, spec, &commit), &facts);
+                self.facts
+                    .put(&FactsKey::hub(spec, &commit, hub.config().token.as_deref()), &facts);
                 Ok(facts)
             }
         }
@@ -618,15 +606,11 @@ impl Pipeline {
             // any cache-before-work order would.
             return None;
         }
-        let mut facts = self.facts.get(&facts_key(hub, spec, commit))?;
-        // The commit's facts; the source and the (nil) staging cost are this request's.
-        facts.source = preflight_source::hub::stage::source_ref(spec, commit);
-        facts.staging = preflight_formats::facts::StagingStats {
-            commit: Some(commit.to_owned()),
-            ..Default::default()
-        };
+        let facts = self
+            .facts
+            .get(&FactsKey::hub(spec, commit, hub.config().token.as_deref()))?;
         inc(&self.metrics.facts_hits);
-        Some(facts)
+        Some(facts_cache::as_served(facts, spec, commit))
     }
 
     fn upstream_timed_out(&self) -> ApiError {

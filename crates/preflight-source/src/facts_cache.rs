@@ -12,8 +12,10 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use preflight_formats::facts::ArtifactFacts;
+use preflight_formats::facts::{ArtifactFacts, StagingStats};
 use sha2::{Digest, Sha256};
+
+use crate::spec::HubSpec;
 
 /// Bumped when staging would read something different for the same commit (a new file, a
 /// new field in the facts): older entries are then simply not found.
@@ -38,7 +40,17 @@ pub struct FactsKey<'a> {
     pub token: Option<&'a str>,
 }
 
-impl FactsKey<'_> {
+impl<'a> FactsKey<'a> {
+    /// The key of a Hub source at its resolved commit, read with `token` (or without).
+    pub fn hub(spec: &'a HubSpec, commit: &'a str, token: Option<&'a str>) -> Self {
+        FactsKey {
+            repo: &spec.repo,
+            commit,
+            file: spec.file.as_deref(),
+            token,
+        }
+    }
+
     /// A stable identifier of the key (its digest), for tiers that key by string.
     pub fn id(&self) -> String {
         self.file_name()
@@ -62,6 +74,17 @@ impl FactsKey<'_> {
         }
         format!("{}.facts", hex(&h.finalize()))
     }
+}
+
+/// Cached facts as the answer to this request: the commit's facts, the source as this
+/// request names it (a pinned spec stays pinned), and no staging cost.
+pub fn as_served(mut facts: ArtifactFacts, spec: &HubSpec, commit: &str) -> ArtifactFacts {
+    facts.source = crate::hub::stage::source_ref(spec, commit);
+    facts.staging = StagingStats {
+        commit: Some(commit.to_owned()),
+        ..StagingStats::default()
+    };
+    facts
 }
 
 /// One cached entry, as `cache ls` shows it.

@@ -9,6 +9,7 @@ mod serve;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use preflight_source::facts_cache::{self, FactsCache, FactsKey};
 use preflight_source::hub::{self, Counters, HubClient, HubConfig};
 use preflight_source::spec::{self, SourceSpec};
 use preflight_source::{ErrorCode, ErrorKind, SourceError};
@@ -113,10 +114,7 @@ fn main() -> ExitCode {
             no_cache,
             memory,
         } => {
-            let cache = (!no_cache)
-                .then(facts_cache_dir)
-                .flatten()
-                .map(preflight_source::facts_cache::FactsCache::new);
+            let cache = (!no_cache).then(facts_cache_dir).flatten().map(FactsCache::new);
             plan(&sources, json, &memory, cache.as_ref())
         }
         Command::Cache { action } => cache_command(&action),
@@ -130,7 +128,7 @@ fn cache_command(action: &CacheAction) -> ExitCode {
         eprintln!("preflight: no cache directory: set PREFLIGHT_CACHE, XDG_CACHE_HOME or HOME");
         return ExitCode::from(EXIT_BAD_INPUT);
     };
-    let cache = preflight_source::facts_cache::FactsCache::new(dir);
+    let cache = FactsCache::new(dir);
     let done = match action {
         CacheAction::Ls => cache.entries().map(|entries| {
             let total: u64 = entries.iter().map(|e| e.bytes).sum();
@@ -166,12 +164,7 @@ fn cache_command(action: &CacheAction) -> ExitCode {
     }
 }
 
-fn plan(
-    sources: &[String],
-    json: bool,
-    memory: &plan_args::MemoryArgs,
-    cache: Option<&preflight_source::facts_cache::FactsCache>,
-) -> ExitCode {
+fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: Option<&FactsCache>) -> ExitCode {
     // Options are checked before any source is read: a bad value costs no network.
     let options = match memory.options() {
         Ok(options) => options,
@@ -240,7 +233,7 @@ fn fail(json: bool, code: ErrorCode, message: &str, exit: u8) -> ExitCode {
 async fn stage(
     source: &str,
     hub: &mut Option<(HubClient, hub::stage::PlanBudget)>,
-    cache: Option<&preflight_source::facts_cache::FactsCache>,
+    cache: Option<&FactsCache>,
 ) -> Result<preflight_source::ArtifactFacts, SourceError> {
     match spec::parse(source)? {
         SourceSpec::Local(path) => preflight_source::local::stage(&path),
@@ -255,24 +248,11 @@ async fn stage(
             };
             let resolve = Counters::default();
             let (commit, listing) = hub::stage::resolve_with_listing(client, &spec, &resolve).await?;
-            let key = preflight_source::facts_cache::FactsKey {
-                repo: &spec.repo,
-                commit: &commit,
-                file: spec.file.as_deref(),
-                token: client.config().token.as_deref(),
-            };
+            let key = FactsKey::hub(&spec, &commit, client.config().token.as_deref());
             let cached = cache.and_then(|c| c.get(&key));
             let hit = cached.is_some();
             let mut facts = match cached {
-                // The facts are the commit's; the source and the cost are this request's.
-                Some(mut facts) => {
-                    facts.source = hub::stage::source_ref(&spec, &commit);
-                    facts.staging = preflight_formats::facts::StagingStats {
-                        commit: Some(commit.clone()),
-                        ..Default::default()
-                    };
-                    facts
-                }
+                Some(facts) => facts_cache::as_served(facts, &spec, &commit),
                 None => hub::stage::stage(client, &spec, &commit, listing, budget).await?,
             };
             if !hit && let Some(cache) = cache {
