@@ -4,7 +4,7 @@
 //! `HF_TOKEN`, and a Hub that rate-limits forever. Assertions are on exit codes and error
 //! codes, not on message wording (beyond the suggestion itself).
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use preflight_testhub::{Fault, TestHub};
 use serde_json::Value;
@@ -14,23 +14,11 @@ use crate::support::fixtures;
 const TOKEN: &str = "hf_first_use_token";
 
 fn hub() -> TestHub {
-    TestHub::builder().token(TOKEN).start_blocking().expect("fixture hub")
+    crate::support::hub_with_token(TOKEN)
 }
 
-/// `preflight` against `hub` with an empty HF home and no ambient token.
 fn run(hub: &TestHub, home: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_preflight"));
-    cmd.args(args)
-        .env("HF_ENDPOINT", hub.url())
-        .env("HF_HOME", home)
-        // Each test's own staged-facts cache, beside its HF home.
-        .env("PREFLIGHT_CACHE", home.join("preflight-cache"))
-        .env_remove("HF_TOKEN")
-        .env_remove("HF_HUB_OFFLINE");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run preflight")
+    crate::support::run_against(hub, home, env, args)
 }
 
 fn local(name: &str) -> String {

@@ -1,7 +1,7 @@
 //! `preflight plan hf://…` end to end: the binary, its environment (HF_ENDPOINT, HF_TOKEN,
 //! $HF_HOME/token, HF_HUB_OFFLINE) and the fixture Hub.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use preflight_testhub::{Origin, TestHub};
 use serde_json::Value;
@@ -9,22 +9,11 @@ use serde_json::Value;
 const TOKEN: &str = "hf_cli_token";
 
 fn hub() -> TestHub {
-    TestHub::builder().token(TOKEN).start_blocking().expect("fixture hub")
+    crate::support::hub_with_token(TOKEN)
 }
 
 fn run(hub: &TestHub, home: &std::path::Path, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_preflight"));
-    cmd.args(args)
-        .env("HF_ENDPOINT", hub.url())
-        .env("HF_HOME", home)
-        // Each test's own staged-facts cache, beside its HF home.
-        .env("PREFLIGHT_CACHE", home.join("preflight-cache"))
-        .env_remove("HF_TOKEN")
-        .env_remove("HF_HUB_OFFLINE");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().expect("run preflight")
+    crate::support::run_against(hub, home, env, args)
 }
 
 #[test]

@@ -84,6 +84,30 @@ pub fn materialize(repo: &str, dest: &Path) -> PathBuf {
     out
 }
 
+/// A fixture Hub granting `token` access to its gated repos.
+pub fn hub_with_token(token: &str) -> preflight_testhub::TestHub {
+    preflight_testhub::TestHub::builder()
+        .token(token)
+        .start_blocking()
+        .expect("fixture hub")
+}
+
+/// `preflight` against `hub` with `home` as its HF home (and its staged-facts cache beside
+/// it) and no ambient token; `env` adds to that.
+pub fn run_against(hub: &preflight_testhub::TestHub, home: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_preflight"));
+    cmd.args(args)
+        .env("HF_ENDPOINT", hub.url())
+        .env("HF_HOME", home)
+        .env("PREFLIGHT_CACHE", home.join("preflight-cache"))
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_HUB_OFFLINE");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run preflight")
+}
+
 /// Run the built `preflight` binary, with a staged-facts cache of its own (never the user's).
 pub fn preflight(args: &[&str]) -> Output {
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
