@@ -62,14 +62,7 @@ pub static FAMILY: Family = Family {
         encoders: &[Encoder {
             config_key: "vision_config",
             keys: SIGLIP_VISION_KEYS,
-            // transformers 5 saves `model.vision_tower.*` / `model.multi_modal_projector.*`;
-            // the published Gemma 3 checkpoints keep the 4.x names without `model.`.
-            tensors: &[
-                ("model.vision_tower.", Component::Vision),
-                ("vision_tower.", Component::Vision),
-                ("model.multi_modal_projector.", Component::Projector),
-                ("multi_modal_projector.", Component::Projector),
-            ],
+            tensors: VISION_TOWER_AND_PROJECTOR,
         }],
     }],
     gguf: Some(Gguf {

@@ -53,14 +53,7 @@ pub static FAMILY: Family = Family {
         encoders: &[Encoder {
             config_key: "vision_config",
             keys: PIXTRAL_VISION_KEYS,
-            // transformers 5 saves `model.vision_tower.*` / `model.multi_modal_projector.*`;
-            // the published Mistral Small 3.x checkpoints keep the names without `model.`.
-            tensors: &[
-                ("model.vision_tower.", Component::Vision),
-                ("vision_tower.", Component::Vision),
-                ("model.multi_modal_projector.", Component::Projector),
-                ("multi_modal_projector.", Component::Projector),
-            ],
+            tensors: VISION_TOWER_AND_PROJECTOR,
         }],
     }],
     gguf: Some(Gguf {

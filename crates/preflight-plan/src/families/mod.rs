@@ -254,6 +254,15 @@ pub const QKV_BIAS: &[TensorGroup] = &[group("model.layers.N.self_attn.{q,k,v}_p
 pub const QK_NORM: &[TensorGroup] = &[group("model.layers.N.self_attn.{q,k}_norm.weight", Norm)];
 pub const GATED_MLP: &[TensorGroup] = &[group("model.layers.N.mlp.{gate,up,down}_proj.weight", Mlp)];
 
+/// A LLaVA-style vision tower and projector (Gemma 3, Mistral 3): transformers 5 saves them
+/// under `model.`, the published checkpoints keep the 4.x names without it.
+pub const VISION_TOWER_AND_PROJECTOR: &[(&str, Component)] = &[
+    ("model.vision_tower.", Vision),
+    ("vision_tower.", Vision),
+    ("model.multi_modal_projector.", Projector),
+    ("multi_modal_projector.", Projector),
+];
+
 /// The dimensions nearly every decoder config declares the same way.
 pub struct Dims {
     pub layers: u64,
