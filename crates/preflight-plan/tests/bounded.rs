@@ -3,8 +3,7 @@
 //! the verdict document — deterministic — not timings; `scripts/hostile_sizes.sh` measures
 //! peak memory.
 
-use preflight_formats::config::Config;
-use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile, SourceRef, StagingStats};
+use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SourceRef, StagingStats};
 use preflight_plan::findings::KEPT_PER_CODE;
 use preflight_plan::{PlanOptions, plan};
 
@@ -14,13 +13,13 @@ const VERDICT_CAP_BYTES: usize = 1 << 20;
 /// As many tensor entries as the GGUF reader accepts (`MAX_TENSORS`).
 const TENSORS: u64 = preflight_formats::gguf::MAX_TENSORS;
 
-fn facts(content: Content, config: Option<Config>) -> ArtifactFacts {
+fn facts(content: Content) -> ArtifactFacts {
     ArtifactFacts {
         source: SourceRef {
             spec: "hostile".into(),
             ..SourceRef::default()
         },
-        config,
+        config: None,
         quant_config: None,
         content,
         staging: StagingStats::default(),
@@ -63,7 +62,7 @@ fn a_million_empty_gguf_entries_make_a_small_verdict() {
         }],
         missing_parts: vec![],
     };
-    let verdict = plan(&[facts(content, None)], &PlanOptions::default());
+    let verdict = plan(&[facts(content)], &PlanOptions::default());
     let findings = &verdict.artifacts[0].findings;
     assert!(!verdict.admissible);
     let duplicates: Vec<_> = findings.iter().filter(|f| f.code == "tensor.duplicate").collect();
@@ -78,39 +77,15 @@ fn a_million_empty_gguf_entries_make_a_small_verdict() {
 
 #[test]
 fn a_million_unplaced_safetensors_tensors_make_a_small_verdict() {
-    use preflight_formats::safetensors::{Header, TensorInfo};
-    let tensors: Vec<TensorInfo> = (0..TENSORS)
-        .map(|i| TensorInfo {
-            // Every name a shape of its own: no component claims any of them.
-            name: format!("t{i}x"),
-            dtype: "BF16".into(),
-            shape: vec![1],
-            data_offsets: [2 * i, 2 * i + 2],
-        })
-        .collect();
+    // Every name a shape of its own: no component claims any of them.
+    let header = preflight_testhub::facts::header((0..TENSORS).map(|i| (format!("t{i}x"), "BF16", vec![1])));
     let config = serde_json::json!({
         "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
         "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
         "vocab_size": 256, "max_position_embeddings": 4096
     });
-    let content = Content::Safetensors {
-        files: vec![SafetensorsFile {
-            name: "model.safetensors".into(),
-            size: None,
-            header: Header {
-                tensors,
-                metadata: None,
-                json_len: 0,
-                issues: vec![],
-            },
-        }],
-        index: None,
-        missing_files: vec![],
-    };
-    let config = Config {
-        raw: config.as_object().expect("object").clone(),
-    };
-    let verdict = plan(&[facts(content, Some(config))], &PlanOptions::default());
+    let facts = preflight_testhub::facts::single_file(Some(&config), header, None);
+    let verdict = plan(&[facts], &PlanOptions::default());
     assert!(!verdict.admissible);
     let unplaced = verdict.artifacts[0]
         .findings

@@ -3,9 +3,6 @@
 //! (packed 4-bit counted unpacked, scales and zero points excluded), the scheme named, and
 //! nothing left unplaced.
 
-use preflight_formats::config::Config;
-use preflight_formats::facts::{ArtifactFacts, Content, SafetensorsFile, SourceRef, StagingStats};
-use preflight_formats::safetensors::{Header, TensorInfo, dtype_bits};
 use preflight_plan::{PlanOptions, Verdict, plan};
 use serde_json::{Value, json};
 
@@ -71,51 +68,6 @@ fn logical_total() -> u64 {
     linear + rest
 }
 
-fn facts(config: Value, tensors: Vec<Spec>, quant_config: Option<Value>) -> ArtifactFacts {
-    let mut offset = 0;
-    let tensors = tensors
-        .into_iter()
-        .map(|(name, dtype, shape)| {
-            let bits = dtype_bits(dtype).expect("known dtype");
-            let bytes = (shape.iter().product::<u64>() * bits).div_ceil(8);
-            let info = TensorInfo {
-                name,
-                dtype: dtype.to_owned(),
-                shape,
-                data_offsets: [offset, offset + bytes],
-            };
-            offset += bytes;
-            info
-        })
-        .collect();
-    let object = |v: Value| Config {
-        raw: v.as_object().expect("object").clone(),
-    };
-    ArtifactFacts {
-        source: SourceRef {
-            spec: "synthetic".into(),
-            ..SourceRef::default()
-        },
-        config: Some(object(config)),
-        quant_config: quant_config.map(object),
-        content: Content::Safetensors {
-            files: vec![SafetensorsFile {
-                name: "model.safetensors".into(),
-                size: None,
-                header: Header {
-                    tensors,
-                    metadata: None,
-                    json_len: 0,
-                    issues: vec![],
-                },
-            }],
-            index: None,
-            missing_files: vec![],
-        },
-        staging: StagingStats::default(),
-    }
-}
-
 /// Plan a checkpoint whose linear layers are `per_linear(stem, rows, cols)`.
 fn plan_scheme(
     quantization: Option<Value>,
@@ -126,10 +78,9 @@ fn plan_scheme(
     for (stem, rows, cols) in linears() {
         tensors.extend(per_linear(&stem, rows, cols));
     }
-    plan(
-        &[facts(config(quantization), tensors, quant_config)],
-        &PlanOptions::default(),
-    )
+    let header = preflight_testhub::facts::header(tensors);
+    let facts = preflight_testhub::facts::single_file(Some(&config(quantization)), header, quant_config.as_ref());
+    plan(&[facts], &PlanOptions::default())
 }
 
 fn assert_exact(v: &Verdict, method: &str, logical_dtype: &str) {

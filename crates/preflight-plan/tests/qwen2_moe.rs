@@ -3,9 +3,6 @@
 //! expert and the sigmoid gate beside it are counted under `shared_experts`; `qkv_bias` and
 //! `shared_expert_intermediate_size` are read, not refused.
 
-use preflight_formats::config::Config;
-use preflight_formats::facts::{ArtifactFacts, Content, SafetensorsFile, SourceRef, StagingStats};
-use preflight_formats::safetensors::{Header, TensorInfo};
 use preflight_plan::{Component, PlanOptions, plan};
 use serde_json::json;
 
@@ -82,45 +79,8 @@ fn qwen2_moe_counts_its_gated_shared_expert() {
         "tie_word_embeddings": false, "torch_dtype": "bfloat16", "rope_theta": 1000000.0,
         "router_aux_loss_coef": 0.001, "output_router_logits": false
     });
-    let mut offset = 0;
-    let infos: Vec<TensorInfo> = tensors()
-        .into_iter()
-        .map(|(name, shape)| {
-            let bytes = shape.iter().product::<u64>() * 2;
-            offset += bytes;
-            TensorInfo {
-                name,
-                dtype: "BF16".into(),
-                shape,
-                data_offsets: [offset - bytes, offset],
-            }
-        })
-        .collect();
-    let facts = ArtifactFacts {
-        source: SourceRef {
-            spec: "synthetic".into(),
-            ..SourceRef::default()
-        },
-        config: Some(Config {
-            raw: config.as_object().expect("object").clone(),
-        }),
-        quant_config: None,
-        content: Content::Safetensors {
-            files: vec![SafetensorsFile {
-                name: "model.safetensors".into(),
-                size: None,
-                header: Header {
-                    tensors: infos,
-                    metadata: None,
-                    json_len: 0,
-                    issues: vec![],
-                },
-            }],
-            index: None,
-            missing_files: vec![],
-        },
-        staging: StagingStats::default(),
-    };
+    let header = preflight_testhub::facts::header(tensors().into_iter().map(|(name, shape)| (name, "BF16", shape)));
+    let facts = preflight_testhub::facts::single_file(Some(&config), header, None);
     let verdict = plan(&[facts], &PlanOptions::default());
     let a = &verdict.artifacts[0];
     assert!(verdict.admissible, "{:#?}", a.findings);

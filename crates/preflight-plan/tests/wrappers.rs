@@ -5,59 +5,18 @@
 //! The encoders' tensors must count under `vision` / `projector`, never unplaced, and the
 //! `vision_config` must be graded against the encoder's own key registry.
 
-use preflight_formats::config::Config;
-use preflight_formats::facts::{ArtifactFacts, Content, SafetensorsFile, SourceRef, StagingStats};
-use preflight_formats::safetensors::{Header, TensorInfo};
 use preflight_plan::{Component, PlanOptions, Severity, Verdict, plan};
 use serde_json::{Value, json};
 
 type Spec = (String, Vec<u64>);
 
-fn header(tensors: &[Spec]) -> Header {
-    let mut offset = 0;
-    let tensors = tensors
-        .iter()
-        .map(|(name, shape)| {
-            let bytes = shape.iter().product::<u64>() * 2;
-            let info = TensorInfo {
-                name: name.clone(),
-                dtype: "BF16".to_owned(),
-                shape: shape.clone(),
-                data_offsets: [offset, offset + bytes],
-            };
-            offset += bytes;
-            info
-        })
-        .collect();
-    Header {
-        tensors,
-        metadata: None,
-        json_len: 0,
-        issues: vec![],
-    }
-}
-
 fn plan_one(config: &Value, tensors: &[Spec]) -> Verdict {
-    let facts = ArtifactFacts {
-        source: SourceRef {
-            spec: "synthetic".into(),
-            ..SourceRef::default()
-        },
-        config: Some(Config {
-            raw: config.as_object().expect("object").clone(),
-        }),
-        quant_config: None,
-        content: Content::Safetensors {
-            files: vec![SafetensorsFile {
-                name: "model.safetensors".into(),
-                size: None,
-                header: header(tensors),
-            }],
-            index: None,
-            missing_files: vec![],
-        },
-        staging: StagingStats::default(),
-    };
+    let header = preflight_testhub::facts::header(
+        tensors
+            .iter()
+            .map(|(name, shape)| (name.clone(), "BF16", shape.clone())),
+    );
+    let facts = preflight_testhub::facts::single_file(Some(config), header, None);
     plan(&[facts], &PlanOptions::default())
 }
 

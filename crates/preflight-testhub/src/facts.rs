@@ -66,3 +66,61 @@ pub fn from_tree(dir: &Path, repo: &str) -> ArtifactFacts {
         staging: StagingStats::default(),
     }
 }
+
+/// A safetensors header of `(name, dtype, shape)` tensors laid out back to back, each
+/// `elements × dtype width` bytes (sub-byte dtypes rounded up to whole bytes).
+pub fn header<'a>(
+    tensors: impl IntoIterator<Item = (String, &'a str, Vec<u64>)>,
+) -> preflight_formats::safetensors::Header {
+    let mut offset = 0;
+    let tensors = tensors
+        .into_iter()
+        .map(|(name, dtype, shape)| {
+            let bits = preflight_formats::safetensors::dtype_bits(dtype).expect("a known dtype");
+            let bytes = (shape.iter().product::<u64>() * bits).div_ceil(8);
+            offset += bytes;
+            preflight_formats::safetensors::TensorInfo {
+                name,
+                dtype: dtype.to_owned(),
+                shape,
+                data_offsets: [offset - bytes, offset],
+            }
+        })
+        .collect();
+    preflight_formats::safetensors::Header {
+        tensors,
+        metadata: None,
+        json_len: 0,
+        issues: vec![],
+    }
+}
+
+/// A one-file safetensors artifact (`model.safetensors`) with `config` as its config.json
+/// and, for ModelOpt checkpoints, `quant_config` as its hf_quant_config.json.
+pub fn single_file(
+    config: Option<&Value>,
+    header: preflight_formats::safetensors::Header,
+    quant_config: Option<&Value>,
+) -> ArtifactFacts {
+    let object = |v: &Value| preflight_formats::config::Config {
+        raw: v.as_object().expect("a JSON object").clone(),
+    };
+    ArtifactFacts {
+        source: SourceRef {
+            spec: "synthetic".into(),
+            ..SourceRef::default()
+        },
+        config: config.map(object),
+        quant_config: quant_config.map(object),
+        content: Content::Safetensors {
+            files: vec![SafetensorsFile {
+                name: "model.safetensors".into(),
+                size: None,
+                header,
+            }],
+            index: None,
+            missing_files: vec![],
+        },
+        staging: StagingStats::default(),
+    }
+}
