@@ -164,9 +164,15 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
             layers.extend((0..model.mtp_layers).map(|_| mixer));
         }
     }
+    // vLLM keeps recurrent state in the model's dtype (`mamba_cache_dtype` "auto",
+    // mamba_utils.py `_mamba_state_dtype`), whatever `--kv-cache-dtype` asks of the KV cache.
+    let state_base = match options.kv_dtype {
+        None => kv_dtype,
+        Some(_) => model_dtype(model, inputs.format, inputs.parameters).map_or(kv_dtype, |(d, _)| d),
+    };
     let mut caches: Vec<LayerCache> = Vec::new();
     for (layer, mixer) in layers.iter().enumerate() {
-        let cache = match layer_cache(*mixer, kv_dtype, tp) {
+        let cache = match layer_cache(*mixer, kv_dtype, state_base, tp) {
             Ok(Some(cache)) => cache,
             Ok(None) => continue,
             Err(why) => return unavailable(findings, &format!("layer {layer}"), why),
@@ -263,18 +269,18 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, findings: &mut Find
     }
 }
 
-/// Bytes of one recurrent-state element: the config's pinned dtype, else the KV dtype's.
-fn state_element_bytes(dtype: StateDtype, kv: KvDtype) -> u64 {
+/// Bytes of one recurrent-state element: the config's pinned dtype, else the model's.
+fn state_element_bytes(dtype: StateDtype, model: KvDtype) -> u64 {
     match dtype {
         StateDtype::F32 => 4,
         StateDtype::Bf16 | StateDtype::F16 => 2,
-        StateDtype::Model => kv.row_bytes(1).max(1),
+        StateDtype::Model => model.row_bytes(1).max(1),
     }
 }
 
 /// What one layer caches, whole and on one of `tp` ranks; `Ok(None)` for a layer that
 /// caches nothing; `Err` says why the planner has no cache model for it.
-fn layer_cache(mixer: Mixer, dtype: KvDtype, tp: u64) -> Result<Option<LayerCache>, String> {
+fn layer_cache(mixer: Mixer, dtype: KvDtype, state_base: KvDtype, tp: u64) -> Result<Option<LayerCache>, String> {
     let per_token = |per_token: u64, per_token_rank: u64, kind: CacheKind, cap: Option<u64>| LayerCache {
         kind,
         cap,
@@ -351,7 +357,7 @@ fn layer_cache(mixer: Mixer, dtype: KvDtype, tp: u64) -> Result<Option<LayerCach
                 conv,
                 state,
                 state_dtype,
-                dtype,
+                state_base,
                 tp,
             )))
         }
@@ -367,7 +373,14 @@ fn layer_cache(mixer: Mixer, dtype: KvDtype, tp: u64) -> Result<Option<LayerCach
             // (kernel − 1) × conv_dim, SSM state heads × head_dim × state_size.
             let conv = conv_kernel.saturating_sub(1).saturating_mul(conv_dim);
             let state = heads.saturating_mul(head_dim).saturating_mul(state_size);
-            Ok(Some(state_cache(CacheKind::Mamba, conv, state, state_dtype, dtype, tp)))
+            Ok(Some(state_cache(
+                CacheKind::Mamba,
+                conv,
+                state,
+                state_dtype,
+                state_base,
+                tp,
+            )))
         }
         Mixer::None => Ok(None),
     }
@@ -381,11 +394,11 @@ fn indexer_key_bytes(index_head_dim: u64) -> u64 {
     index_head_dim.saturating_add(index_head_dim / QUANT_BLOCK * 4)
 }
 
-/// A per-sequence state: conv elements in the model (KV) dtype, recurrent elements in the
+/// A per-sequence state: conv elements in the model's dtype, recurrent elements in the
 /// state dtype; each rank holds `1/tp` of both.
-fn state_cache(kind: CacheKind, conv: u64, state: u64, state_dtype: StateDtype, kv: KvDtype, tp: u64) -> LayerCache {
-    let conv_bytes = |elements: u64| elements.saturating_mul(kv.row_bytes(1).max(1));
-    let state_bytes = |elements: u64| elements.saturating_mul(state_element_bytes(state_dtype, kv));
+fn state_cache(kind: CacheKind, conv: u64, state: u64, state_dtype: StateDtype, model: KvDtype, tp: u64) -> LayerCache {
+    let conv_bytes = |elements: u64| elements.saturating_mul(model.row_bytes(1).max(1));
+    let state_bytes = |elements: u64| elements.saturating_mul(state_element_bytes(state_dtype, model));
     LayerCache {
         kind,
         cap: None,
@@ -434,26 +447,34 @@ fn tensor_parallel_split(model: &Model, layers: &[Mixer], tp: u64) -> Option<u64
 /// and `type_v`); safetensors in the model's dtype (vLLM's `kv_cache_dtype=auto`), from the
 /// config, else the float dtype most parameters are stored in.
 fn model_kv_dtype(arch: &Model, format: Format, parameters: &Parameters, findings: &mut Findings) -> Option<KvDtype> {
+    let (dtype, inferred_from) = model_dtype(arch, format, parameters)?;
+    if let Some(name) = inferred_from {
+        let finding = findings.push(
+            Code::MemoryDtypeInferred,
+            "kv_dtype",
+            format!("the config declares no dtype the planner knows; the KV cache is planned in {name}, the float dtype most parameters are stored in"),
+        );
+        finding.declared = arch.dtype.clone().map(Into::into);
+        finding.observed = Some(name.into());
+    }
+    Some(dtype)
+}
+
+/// The dtype the model computes in, and the stored dtype it was inferred from when the config
+/// does not say.
+fn model_dtype(arch: &Model, format: Format, parameters: &Parameters) -> Option<(KvDtype, Option<String>)> {
     if format == Format::Gguf {
-        return Some(KvDtype::F16);
+        return Some((KvDtype::F16, None));
     }
     if let Some(dtype) = arch.dtype.as_deref().and_then(KvDtype::from_model_dtype) {
-        return Some(dtype);
+        return Some((dtype, None));
     }
-    let (name, dtype) = parameters
+    parameters
         .by_dtype
         .iter()
         .filter_map(|(name, n)| Some((n, name, KvDtype::from_model_dtype(name)?)))
         .max_by_key(|(n, _, _)| **n)
-        .map(|(_, name, dtype)| (name, dtype))?;
-    let finding = findings.push(
-        Code::MemoryDtypeInferred,
-        "kv_dtype",
-        format!("the config declares no dtype the planner knows; the KV cache is planned in {name}, the float dtype most parameters are stored in"),
-    );
-    finding.declared = arch.dtype.clone().map(Into::into);
-    finding.observed = Some(name.clone().into());
-    Some(dtype)
+        .map(|(_, name, dtype)| (dtype, Some(name.clone())))
 }
 
 /// The widest per-token MLP: the dense width, or the routed-plus-shared experts' widths.

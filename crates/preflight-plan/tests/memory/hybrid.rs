@@ -83,3 +83,14 @@ fn deepseek_v3_2_caches_latent_and_indexer_key_per_token() {
     );
     assert_eq!(with_mtp.kv_cache_bytes_per_token, 62 * 1_284);
 }
+
+/// An FP8 KV cache halves the full-attention layers' bytes but not the DeltaNet state: vLLM
+/// keeps that in the model's dtype (conv) and the config's `mamba_ssm_dtype` (recurrent).
+#[test]
+fn a_kv_dtype_leaves_the_recurrent_state_in_the_models_dtype() {
+    let bf16 = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 4096}"#);
+    let fp8 = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 4096, "kv_dtype": "fp8"}"#);
+    assert_eq!(fp8.kv_cache_bytes_per_token, bf16.kv_cache_bytes_per_token / 2);
+    assert_eq!(fp8.state_bytes_per_sequence, bf16.state_bytes_per_sequence);
+    assert_eq!(fp8.state_bytes_per_sequence, 64_389_120);
+}
