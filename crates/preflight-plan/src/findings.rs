@@ -141,6 +141,9 @@ catalogue! {
     /// The config declares no dtype, so the KV cache is planned in the float dtype most
     /// parameters are stored in. Give `kv_dtype` to plan another.
     MemoryDtypeInferred => ("memory.dtype_inferred", Info),
+    /// The plan fits, but with under 5% of a device's usable memory to spare: a longer
+    /// prompt mix, a larger batch or another engine version may tip it over.
+    MemoryTightFit => ("memory.tight_fit", Warning),
 }
 
 /// Codes travel as their stable strings; the enum is the only place either side lives.

@@ -19,7 +19,7 @@ pub mod verdict;
 use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
-pub use options::{Devices, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
+pub use options::{Devices, Engine, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
 pub use verdict::*;
 
 /// The verdict document's schema identifier.
@@ -33,15 +33,34 @@ pub const SEMANTICS_VERSION: u32 = 3;
 /// (bad options are bad input); options that fail it are planned without memory.
 pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
     let memory_options = (options.asks_for_memory() && options.validate().is_ok()).then_some(options);
-    let (artifacts, sizings): (Vec<ArtifactVerdict>, Vec<Option<memory::Sizing>>) = facts
+    let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.content)).collect();
+    let engine = memory::engine_for(options, &formats);
+    let (mut artifacts, sizings): (Vec<ArtifactVerdict>, Vec<Option<memory::Sizing>>) = facts
         .iter()
         .enumerate()
-        .map(|(i, f)| plan_artifact(i, f, memory_options))
+        .map(|(i, f)| plan_artifact(i, f, memory_options.map(|o| (o, engine))))
         .unzip();
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
     let memory = memory_options.and_then(|options| {
         let sizings: Vec<memory::Sizing> = sizings.into_iter().collect::<Option<_>>()?;
-        (!sizings.is_empty()).then(|| memory::system(&sizings, options))
+        if sizings.is_empty() {
+            return None;
+        }
+        let (memory, tight) = memory::system(&sizings, options, engine);
+        // A system-wide finding sits with the last artifact, after its own.
+        if let (Some(detail), Some(last)) = (tight, artifacts.last_mut()) {
+            let index = facts.len().saturating_sub(1);
+            last.findings.push(Finding {
+                id: format!("{index}.{}", last.findings.len()),
+                code: Code::MemoryTightFit,
+                severity: Code::MemoryTightFit.severity(),
+                subject: "memory".to_owned(),
+                declared: None,
+                observed: None,
+                detail,
+            });
+        }
+        Some(memory)
     });
     let mut summary = Summary::default();
     for finding in artifacts.iter().flat_map(|a| &a.findings) {
@@ -65,10 +84,17 @@ pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
     }
 }
 
+fn format_of(content: &Content) -> Format {
+    match content {
+        Content::Safetensors { .. } => Format::Safetensors,
+        Content::Gguf { .. } => Format::Gguf,
+    }
+}
+
 fn plan_artifact(
     index: usize,
     facts: &ArtifactFacts,
-    memory_options: Option<&PlanOptions>,
+    memory_options: Option<(&PlanOptions, Engine)>,
 ) -> (ArtifactVerdict, Option<memory::Sizing>) {
     let mut findings = findings::Findings::default();
     let (format, model, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
@@ -99,7 +125,7 @@ fn plan_artifact(
             )
         }
     };
-    let sizing = memory_options.and_then(|options| {
+    let sizing = memory_options.and_then(|(options, engine)| {
         let inputs = memory::Inputs {
             model: model.as_ref(),
             format,
@@ -107,7 +133,7 @@ fn plan_artifact(
             layout: &layout,
             weights_bytes,
         };
-        memory::prepare(&inputs, options, &mut findings)
+        memory::prepare(&inputs, options, engine, &mut findings)
     });
     let verdict = ArtifactVerdict {
         name: artifact_name(facts),
@@ -117,7 +143,16 @@ fn plan_artifact(
         parameters,
         weights_bytes,
         tensor_elements_by_dtype,
-        memory: sizing.as_ref().map(memory::Sizing::report),
+        memory: sizing.as_ref().zip(memory_options).map(|(s, (options, engine))| {
+            s.report(&memory::Target {
+                engine,
+                options,
+                device: options
+                    .devices
+                    .as_ref()
+                    .and_then(|d| d.groups().iter().min_by_key(|g| g.capacity_bytes)),
+            })
+        }),
         findings: findings.finish(index),
     };
     (verdict, sizing)

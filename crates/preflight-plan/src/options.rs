@@ -62,7 +62,107 @@ pub struct PlanOptions {
     /// speculative draft. Default: excluded, as engines skip them unless asked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub include_mtp: bool,
+    /// The serving engine whose accounting the memory plan follows. Default: the engine its
+    /// own knobs name, else llama.cpp when every artifact is a GGUF, else vLLM.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<Engine>,
+    /// vLLM `--max-num-seqs`: requests scheduled at once (its sampler warm-up holds logits for
+    /// this many). Default: vLLM's for the device (1024 on ≥ 70 GiB parts but A100, else 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_seqs: Option<u64>,
+    /// vLLM `--max-num-batched-tokens`: tokens in one forward pass, the profile run's size.
+    /// Default: vLLM's for the device (8192 on ≥ 70 GiB parts but A100, else 2048).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_num_batched_tokens: Option<u64>,
+    /// vLLM `--block-size`: tokens per KV cache page. Default 16 (64 for MLA models).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u64>,
+    /// vLLM `--enforce-eager`: no CUDA graphs, so no graph pool beside the budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enforce_eager: bool,
+    /// SGLang `--mem-fraction-static`: the share of each device for weights and KV pool.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "mem_fraction_static"
+    )]
+    pub mem_fraction_static: Option<Fraction>,
+    /// llama.cpp `--batch-size` (`n_batch`): tokens submitted per decode call. Default 2048.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<u64>,
+    /// llama.cpp `--ubatch-size` (`n_ubatch`): tokens per forward pass, which sizes the compute
+    /// buffer. Default 512.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ubatch: Option<u64>,
+    /// llama.cpp `--flash-attn on|off`. Default: the engine's `auto`, which is on where the
+    /// backend supports it (every backend preflight plans for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flash_attn: Option<bool>,
+    /// llama.cpp `--n-gpu-layers`: decoder layers placed on the devices, the rest (and their
+    /// KV cache) kept in host RAM. Default: all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_layers: Option<u64>,
 }
+
+/// A serving engine whose memory accounting preflight models (see `docs/memory.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Engine {
+    #[serde(rename = "vllm")]
+    Vllm,
+    #[serde(rename = "sglang")]
+    Sglang,
+    #[serde(rename = "llama.cpp", alias = "llama_cpp", alias = "llamacpp")]
+    LlamaCpp,
+}
+
+const ENGINE_NAMES: &[(Engine, &[&str])] = &[
+    (Engine::Vllm, &["vllm"]),
+    (Engine::Sglang, &["sglang"]),
+    (Engine::LlamaCpp, &["llama.cpp", "llama_cpp", "llamacpp"]),
+];
+
+impl Engine {
+    pub fn name(self) -> &'static str {
+        ENGINE_NAMES
+            .iter()
+            .find(|(e, _)| *e == self)
+            .map_or("?", |(_, names)| names[0])
+    }
+}
+
+impl FromStr for Engine {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        ENGINE_NAMES
+            .iter()
+            .find(|(_, names)| names.contains(&lower.as_str()))
+            .map(|(e, _)| *e)
+            .ok_or_else(|| {
+                error(
+                    "engine",
+                    format!("`{s}` is not one of {}", canonical_names(ENGINE_NAMES)),
+                )
+            })
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `mem_fraction_static` is a [`Fraction`] whose error names its own option.
+fn mem_fraction_static<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Fraction>, D::Error> {
+    let value = f64::deserialize(deserializer)?;
+    Fraction::try_from(value)
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(error("mem_fraction_static", e.message)))
+}
+
+/// vLLM's accepted `--block-size` values (`CacheConfig.block_size`'s `Literal`).
+pub const VLLM_BLOCK_SIZES: &[u64] = &[1, 8, 16, 32, 64, 128, 256];
 
 /// An option value that cannot be planned: the caller's mistake, reported before any work.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,6 +207,33 @@ impl PlanOptions {
         bounded("context", self.context, MAX_CONTEXT, "token")?;
         bounded("sequences", self.sequences, MAX_SEQUENCES, "sequence")?;
         bounded("tensor_parallel", self.tensor_parallel, MAX_DEVICES, "device")?;
+        bounded("max_num_seqs", self.max_num_seqs, MAX_SEQUENCES, "sequence")?;
+        bounded(
+            "max_num_batched_tokens",
+            self.max_num_batched_tokens,
+            MAX_CONTEXT,
+            "token",
+        )?;
+        bounded("batch", self.batch, MAX_CONTEXT, "token")?;
+        bounded("ubatch", self.ubatch, MAX_CONTEXT, "token")?;
+        if let Some(size) = self.block_size
+            && !VLLM_BLOCK_SIZES.contains(&size)
+        {
+            let sizes: Vec<String> = VLLM_BLOCK_SIZES.iter().map(u64::to_string).collect();
+            return Err(error(
+                "block_size",
+                format!("{size} is not one of vLLM's block sizes ({})", sizes.join(", ")),
+            ));
+        }
+        if let (Some(batch), Some(ubatch)) = (self.batch, self.ubatch)
+            && ubatch > batch
+        {
+            return Err(error(
+                "ubatch",
+                format!("{ubatch} is more than the batch of {batch} (llama.cpp caps n_ubatch at n_batch)"),
+            ));
+        }
+        self.knob_engine()?;
         if let (Some(tp), Some(devices)) = (self.tensor_parallel, &self.devices) {
             let count = devices.count();
             if tp > count || !count.is_multiple_of(tp) {
@@ -117,6 +244,65 @@ impl PlanOptions {
             }
         }
         Ok(())
+    }
+
+    /// The engine-specific options given, each with its JSON name and engine.
+    fn knobs(&self) -> impl Iterator<Item = (&'static str, Engine)> {
+        [
+            ("gpu_utilization", Engine::Vllm, self.gpu_utilization.is_some()),
+            ("max_num_seqs", Engine::Vllm, self.max_num_seqs.is_some()),
+            (
+                "max_num_batched_tokens",
+                Engine::Vllm,
+                self.max_num_batched_tokens.is_some(),
+            ),
+            ("block_size", Engine::Vllm, self.block_size.is_some()),
+            ("enforce_eager", Engine::Vllm, self.enforce_eager),
+            (
+                "mem_fraction_static",
+                Engine::Sglang,
+                self.mem_fraction_static.is_some(),
+            ),
+            ("batch", Engine::LlamaCpp, self.batch.is_some()),
+            ("ubatch", Engine::LlamaCpp, self.ubatch.is_some()),
+            ("flash_attn", Engine::LlamaCpp, self.flash_attn.is_some()),
+            ("gpu_layers", Engine::LlamaCpp, self.gpu_layers.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, _, given)| *given)
+        .map(|(name, engine, _)| (name, engine))
+    }
+
+    /// The engine the options name, explicitly or through their knobs; a knob of another
+    /// engine than the one named (or knobs of two engines) is a mistake.
+    fn knob_engine(&self) -> Result<Option<Engine>, OptionsError> {
+        let mut named: Option<(&'static str, Engine)> = self.engine.map(|e| ("engine", e));
+        for (knob, engine) in self.knobs() {
+            match named {
+                Some((_, e)) if e == engine => {}
+                Some(("engine", e)) => {
+                    return Err(error(knob, format!("is a {engine} option, and the engine is {e}")));
+                }
+                Some((other, e)) => {
+                    return Err(error(
+                        knob,
+                        format!("is a {engine} option and `{other}` a {e} one; name the engine with `engine`"),
+                    ));
+                }
+                None => named = Some((knob, engine)),
+            }
+        }
+        Ok(named.map(|(_, e)| e))
+    }
+
+    /// The engine planned for: as named (or implied by its knobs), else llama.cpp when every
+    /// artifact is a GGUF, else vLLM.
+    pub fn engine_for(&self, all_gguf: bool) -> Engine {
+        match self.knob_engine() {
+            Ok(Some(engine)) => engine,
+            _ if all_gguf => Engine::LlamaCpp,
+            _ => Engine::Vllm,
+        }
     }
 
     /// The tensor-parallel degree in effect: as given, else the device count, else 1.
@@ -301,6 +487,13 @@ pub struct Fraction {
 }
 
 impl Fraction {
+    /// A share from millionths, held within (0, 1].
+    pub fn from_ppm(ppm: u64) -> Fraction {
+        Fraction {
+            ppm: ppm.clamp(1, PPM) as u32,
+        }
+    }
+
     pub fn ppm(self) -> u64 {
         u64::from(self.ppm)
     }

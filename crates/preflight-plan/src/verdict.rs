@@ -260,8 +260,12 @@ pub struct Quantization {
 /// tensor-parallel degree on the same devices. See `docs/memory.md` for every formula.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
+    /// The engine whose accounting the figures follow, and its version.
+    pub engine: EngineInfo,
     pub sequences: u64,
     pub tensor_parallel: u64,
+    /// The share of each device the engine fills: vLLM's `gpu_memory_utilization`,
+    /// SGLang's `mem_fraction_static`, 1 for llama.cpp.
     pub gpu_utilization: f64,
     /// Sums over the artifacts of their `memory` figures.
     pub weights_bytes: u64,
@@ -269,6 +273,19 @@ pub struct Memory {
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
     pub total_bytes: u64,
+    /// What one device holds: one rank of every artifact under the engine's accounting.
+    /// Absent when an artifact cannot be split at this tensor-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_rank: Option<RankMemory>,
+    /// The KV pool the engine would allocate on each rank of the smallest device: its budget
+    /// less weights, activations and other memory (0 when nothing is left). Null without devices.
+    pub kv_pool_bytes: Option<u64>,
+    /// That pool as the engine reports it in tokens (vLLM's "GPU KV cache size"; for hybrid
+    /// models a block count times the block size, not tokens every layer holds). Null
+    /// without devices or with several artifacts.
+    pub kv_pool_tokens: Option<u64>,
+    /// Requests of `context` tokens the pool holds at once (vLLM's "Maximum concurrency").
+    pub max_concurrency: Option<f64>,
     /// One entry per named device; empty without devices, or when an artifact cannot be
     /// placed at this tensor-parallel degree.
     pub per_device: Vec<DeviceMemory>,
@@ -278,6 +295,25 @@ pub struct Memory {
     /// maximum) for which `fits` holds; 0 when not even one token fits. Null without
     /// `per_device`.
     pub max_context_that_fits: Option<u64>,
+    /// Whether `max_context_that_fits` is the model's own maximum or where memory runs out.
+    pub max_context_limited_by: Option<LimitedBy>,
+}
+
+/// An engine and the version whose accounting is modelled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineInfo {
+    pub name: String,
+    pub version: String,
+}
+
+/// What stops a longer context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitedBy {
+    /// The model's declared maximum context.
+    Model,
+    /// The devices' memory.
+    Memory,
 }
 
 /// What one device holds: its rank's share of every artifact.
@@ -292,6 +328,8 @@ pub struct DeviceMemory {
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
     pub total_bytes: u64,
+    /// `usable_bytes − total_bytes`: negative when it does not fit.
+    pub headroom_bytes: i64,
     pub fits: bool,
 }
 
@@ -389,7 +427,12 @@ pub struct KvCacheGroup {
 pub struct RankMemory {
     pub tensor_parallel: u64,
     pub weights_bytes: u64,
+    /// The KV cache the planned requests take, as the engine allocates it (vLLM: whole
+    /// blocks; llama.cpp: whole cells).
     pub kv_cache_bytes: u64,
+    /// vLLM: the profile run's activation peak; llama.cpp: compute and output buffers.
     pub activation_bytes: u64,
+    /// vLLM: memory outside PyTorch that the profile run adds (workspaces, NCCL buffers).
+    pub non_torch_bytes: u64,
     pub total_bytes: u64,
 }

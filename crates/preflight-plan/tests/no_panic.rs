@@ -154,9 +154,11 @@ fn options() -> impl Strategy<Value = PlanOptions> {
         )),
         prop::option::of(extreme()),
         any::<bool>(),
+        prop::option::of(prop::sample::select(&["vllm", "sglang", "llama.cpp"][..])),
+        (prop::option::of(extreme()), prop::option::of(extreme())),
     )
         .prop_map(
-            |(context, sequences, kv, weights, devices, tp, include_mtp)| PlanOptions {
+            |(context, sequences, kv, weights, devices, tp, include_mtp, engine, (batched, seqs))| PlanOptions {
                 context,
                 sequences,
                 kv_dtype: kv.map(|k| k.parse().expect("kv dtype")),
@@ -165,6 +167,10 @@ fn options() -> impl Strategy<Value = PlanOptions> {
                 tensor_parallel: tp,
                 gpu_utilization: None,
                 include_mtp,
+                engine: engine.map(|e| e.parse().expect("engine")),
+                max_num_batched_tokens: batched,
+                max_num_seqs: seqs,
+                ..PlanOptions::default()
             },
         )
 }

@@ -3,7 +3,7 @@
 //! the planner's own types, so the CLI and the service accept exactly the same things.
 
 use clap::Args;
-use preflight_plan::{Devices, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
+use preflight_plan::{Devices, Engine, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
 
 /// Memory and fit (see docs/memory.md). Giving any of these adds the memory plan
 /// (`--sequences 1` asks for it with every default).
@@ -34,12 +34,64 @@ pub struct MemoryArgs {
     /// [default: the device count].
     #[arg(long, value_name = "N", help_heading = "Memory")]
     pub tensor_parallel: Option<u64>,
-    /// Share of each device's memory the plan may fill, in (0, 1] [default: 0.9, as vLLM].
-    #[arg(long, value_name = "SHARE", help_heading = "Memory")]
-    pub gpu_utilization: Option<Fraction>,
     /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].
     #[arg(long, help_heading = "Memory")]
     pub include_mtp: bool,
+    /// The engine whose memory accounting to follow: vllm (0.19.0), sglang (0.5.23) or
+    /// llama.cpp [default: the engine its own flags below name, else llama.cpp for GGUF
+    /// files and vllm otherwise].
+    #[arg(long, value_name = "ENGINE", help_heading = "Engine")]
+    pub engine: Option<Engine>,
+    /// vLLM: share of each device's memory it may fill, in (0, 1] [default: 0.9].
+    #[arg(long, value_name = "SHARE", help_heading = "Engine")]
+    pub gpu_utilization: Option<Fraction>,
+    /// vLLM: requests scheduled at once; its sampler warm-up holds logits for this many
+    /// [default: 1024 on ≥ 70 GiB devices other than A100, else 256].
+    #[arg(long, value_name = "N", help_heading = "Engine")]
+    pub max_num_seqs: Option<u64>,
+    /// vLLM: tokens per forward pass, which sizes its profile run
+    /// [default: 8192 on ≥ 70 GiB devices other than A100, else 2048].
+    #[arg(long, value_name = "TOKENS", help_heading = "Engine")]
+    pub max_num_batched_tokens: Option<u64>,
+    /// vLLM: tokens per KV cache page: 1, 8, 16, 32, 64, 128 or 256 [default: 16; 64 for MLA].
+    #[arg(long, value_name = "TOKENS", help_heading = "Engine")]
+    pub block_size: Option<u64>,
+    /// vLLM: no CUDA graphs.
+    #[arg(long, help_heading = "Engine")]
+    pub enforce_eager: bool,
+    /// SGLang: share of each device for weights and KV pool, in (0, 1] [default: SGLang's
+    /// own for the device, e.g. 0.835 on an 80 GB H100 below TP 4].
+    #[arg(long, value_name = "SHARE", value_parser = parse_mem_fraction, help_heading = "Engine")]
+    pub mem_fraction_static: Option<Fraction>,
+    /// llama.cpp: tokens per decode call (n_batch) [default: 2048].
+    #[arg(long, value_name = "TOKENS", help_heading = "Engine")]
+    pub batch: Option<u64>,
+    /// llama.cpp: tokens per forward pass (n_ubatch), which sizes the compute buffer
+    /// [default: 512].
+    #[arg(long, value_name = "TOKENS", help_heading = "Engine")]
+    pub ubatch: Option<u64>,
+    /// llama.cpp: flash attention, on or off [default: on, as its `auto` resolves].
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, help_heading = "Engine")]
+    pub flash_attn: Option<bool>,
+    /// llama.cpp: decoder layers on the devices; the rest, and their KV cache, stay in host
+    /// RAM [default: all].
+    #[arg(long, value_name = "N", help_heading = "Engine")]
+    pub gpu_layers: Option<u64>,
+}
+
+fn parse_mem_fraction(s: &str) -> Result<Fraction, OptionsError> {
+    s.parse::<Fraction>().map_err(|e| OptionsError {
+        option: "mem_fraction_static",
+        message: e.message,
+    })
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" => Ok(true),
+        "off" | "false" | "0" => Ok(false),
+        _ => Err(format!("`{s}` is not on or off")),
+    }
 }
 
 /// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
@@ -88,6 +140,16 @@ impl MemoryArgs {
             tensor_parallel: self.tensor_parallel,
             gpu_utilization: self.gpu_utilization,
             include_mtp: self.include_mtp,
+            engine: self.engine,
+            max_num_seqs: self.max_num_seqs,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            block_size: self.block_size,
+            enforce_eager: self.enforce_eager,
+            mem_fraction_static: self.mem_fraction_static,
+            batch: self.batch,
+            ubatch: self.ubatch,
+            flash_attn: self.flash_attn,
+            gpu_layers: self.gpu_layers,
         };
         options.validate()?;
         Ok(options)

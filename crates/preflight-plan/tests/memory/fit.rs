@@ -74,9 +74,8 @@ fn several_models_fit_together_only_if_their_sum_does() {
     }
     let together = system_of(&pair, options);
     assert_eq!(together.fits, Some(false), "two 16 GB models do not share one L4");
-    let sum = |f: fn(&preflight_plan::ArtifactMemory) -> u64| -> u64 {
-        pair.iter().map(|r| f(&memory_of(r, r#"{"context": 4096}"#))).sum()
-    };
+    let sum =
+        |f: fn(&preflight_plan::ArtifactMemory) -> u64| -> u64 { pair.iter().map(|r| f(&memory_of(r, options))).sum() };
     assert_eq!(together.total_bytes, sum(|m| m.total_bytes));
     assert_eq!(together.per_device[0].total_bytes, together.total_bytes);
     assert_eq!(together.kv_cache_bytes_per_token, sum(|m| m.kv_cache_bytes_per_token));

@@ -49,11 +49,17 @@ fn qwen3_5_35b_a3b_kv_per_token_and_state_per_sequence() {
 
 /// Under tensor parallelism each rank holds its share of the value heads' state and of the
 /// conv channels (`divide(num_v_heads, tp)`, `divide(conv_dim, tp)`), and one of the two KV
-/// heads of each full layer.
+/// heads of each full layer. (SGLang's accounting: the cells held, not vLLM's pages.)
 #[test]
 fn qwen3_5_state_splits_over_ranks() {
-    let whole = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 1024, "tensor_parallel": 1}"#);
-    let split = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 1024, "tensor_parallel": 2}"#);
+    let whole = memory_of(
+        "Qwen/Qwen3.5-35B-A3B",
+        r#"{"context": 1024, "tensor_parallel": 1, "engine": "sglang"}"#,
+    );
+    let split = memory_of(
+        "Qwen/Qwen3.5-35B-A3B",
+        r#"{"context": 1024, "tensor_parallel": 2, "engine": "sglang"}"#,
+    );
     let rank = split
         .per_rank
         .expect("16 heads, 2 KV heads and 512-wide experts split 2 ways");

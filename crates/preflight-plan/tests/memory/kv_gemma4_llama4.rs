@@ -66,8 +66,9 @@ fn gemma_4_31b_full_layers_hold_a_whole_kv_head_per_rank_at_tp_8() {
     // vLLM `get_num_kv_heads`: max(1, kv / tp). At tp 8, sliding layers hold 16 / 8 = 2 heads:
     // 2 × 2 × 256 × 2 = 2,048 bytes a token; full layers max(1, 4 / 8) = 1 head:
     // 2 × 1 × 512 × 2 = 2,048 bytes a token. At 8,192 tokens:
-    // 10 × 2,048 × 8,192 + 50 × 2,048 × 1,024 = 167,772,160 + 104,857,600 = 272,629,760.
-    let m = memory_of(GEMMA4, r#"{"context": 8192, "tensor_parallel": 8}"#);
+    // 10 × 2,048 × 8,192 + 50 × 2,048 × 1,024 = 167,772,160 + 104,857,600 = 272,629,760
+    // (the cells held, as SGLang counts them; vLLM pages a window plus a batch).
+    let m = memory_of(GEMMA4, r#"{"context": 8192, "tensor_parallel": 8, "engine": "sglang"}"#);
     assert_eq!(m.per_rank.expect("tp 8 splits gemma-4-31B").kv_cache_bytes, 272_629_760);
 }
 

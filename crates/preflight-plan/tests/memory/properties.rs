@@ -72,9 +72,9 @@ proptest! {
             prop_assert_eq!(d.total_bytes, d.weights_bytes + d.kv_cache_bytes + d.activation_bytes);
         }
         prop_assert_eq!(m.total_bytes, m.weights_bytes + m.kv_cache_bytes + m.activation_bytes);
-        if count == 1 {
-            prop_assert_eq!(m.per_device[0].total_bytes, m.total_bytes);
-        }
+        // Each device holds one rank as the engine allocates it (whole KV blocks).
+        let rank = m.per_rank.as_ref().expect("placed");
+        prop_assert_eq!(m.per_device[0].total_bytes, rank.total_bytes);
     }
 
     #[test]

@@ -4,14 +4,18 @@
 //! formula and the engine code it follows. **Fails closed:** when an artifact's memory
 //! cannot be known, it gets a `memory.unavailable` finding, never a guessed number.
 
+mod sglang;
+mod vllm;
+
 use std::collections::BTreeMap;
 
 use crate::families::Placement;
 use crate::findings::{Code, Findings};
 use crate::model::{Mixer, Model, Span, StateDtype};
-use crate::options::{KvDtype, PlanOptions, WeightsDtype};
+use crate::options::{DeviceGroup, Engine, KvDtype, PlanOptions, WeightsDtype};
 use crate::verdict::{
-    ArtifactMemory, CacheKind, Component, DeviceMemory, Format, KvCacheGroup, Memory, Parameters, RankMemory,
+    ArtifactMemory, CacheKind, Component, DeviceMemory, EngineInfo, Format, KvCacheGroup, LimitedBy, Memory,
+    Parameters, RankMemory,
 };
 
 /// llama.cpp's default `n_ubatch`: the tokens one forward pass holds activations for.
@@ -75,8 +79,7 @@ pub struct Sizing {
     weights_dtype: Option<WeightsDtype>,
     weights: u64,
     caches: Vec<LayerCache>,
-    activation_width: u64,
-    vocab: u64,
+    shape: Shape,
     tensor_parallel: u64,
     /// `None` when the model cannot be split at this tensor-parallel degree.
     rank_weights: Option<u64>,
@@ -97,6 +100,8 @@ struct LayerCache {
     /// Per-sequence kinds: bytes one sequence holds, whole and on one rank.
     per_sequence: u64,
     per_sequence_rank: u64,
+    /// Of `per_token_rank`, the sparse-attention indexer's keys, which vLLM pages apart.
+    indexer_per_token_rank: u64,
 }
 
 impl LayerCache {
@@ -129,7 +134,7 @@ impl LayerCache {
 }
 
 /// Prepare one artifact, or say with a finding why its memory cannot be known.
-pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) -> Option<Sizing> {
+pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings: &mut Findings) -> Option<Sizing> {
     let unavailable = |findings: &mut Findings, subject: &str, why: String| {
         findings.push(Code::MemoryUnavailable, subject, why);
         None
@@ -141,7 +146,7 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
             "architecture",
             "the architecture is not known (see the other findings), so neither is its memory beyond the weights as stored, a lower bound",
         );
-        return Some(lower_bound(inputs.weights_bytes, tp, options, findings));
+        return Some(lower_bound(inputs.weights_bytes, tp, options, engine, findings));
     };
     let kv_dtype = match options.kv_dtype {
         Some(dtype) => dtype,
@@ -217,13 +222,7 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
         weights_dtype: options.weights_dtype,
         weights,
         caches,
-        activation_width: model.vocab.saturating_add(model.hidden.saturating_mul(2)).max(
-            model
-                .hidden
-                .saturating_mul(2)
-                .saturating_add(ffn_width(model).saturating_mul(3)),
-        ),
-        vocab: model.vocab,
+        shape: Shape::of(model, kv_dtype),
         tensor_parallel: tp,
         rank_weights,
         lower_bound: false,
@@ -233,11 +232,18 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, findings: &mut Findings) 
 /// A refused architecture: the stored weights, split as evenly as any engine could, are
 /// the least each rank holds. When that alone exceeds a device, it does not fit whatever
 /// else is true (a blocking finding); otherwise nothing is said to fit.
-fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, findings: &mut Findings) -> Sizing {
+fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: Engine, findings: &mut Findings) -> Sizing {
     let rank = weights.div_ceil(tp);
     if let Some(devices) = &options.devices {
-        let utilization = options.utilization();
-        if let Some(smallest) = devices.groups().iter().map(|g| utilization.of(g.capacity_bytes)).min()
+        let usable = |group| {
+            Target {
+                engine,
+                options,
+                device: Some(group),
+            }
+            .usable(group.capacity_bytes)
+        };
+        if let Some(smallest) = devices.groups().iter().map(usable).min()
             && rank > smallest
         {
             let finding = findings.push(
@@ -261,8 +267,7 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, findings: &mut Find
         weights_dtype: None,
         weights,
         caches: Vec::new(),
-        activation_width: 0,
-        vocab: 0,
+        shape: Shape::default(),
         tensor_parallel: tp,
         rank_weights: Some(rank),
         lower_bound: true,
@@ -289,6 +294,7 @@ fn layer_cache(mixer: Mixer, dtype: KvDtype, state_base: KvDtype, tp: u64) -> Re
         per_token_rank,
         per_sequence: 0,
         per_sequence_rank: 0,
+        indexer_per_token_rank: 0,
     };
     match mixer {
         Mixer::Attention {
@@ -333,11 +339,16 @@ fn layer_cache(mixer: Mixer, dtype: KvDtype, state_base: KvDtype, tp: u64) -> Re
         } => {
             // One latent per token, no separate V; every rank holds all of it.
             let latent = dtype.row_bytes(kv_lora_rank.saturating_add(rope_dim));
-            let (kind, bytes) = match indexer_head_dim {
-                None => (CacheKind::Mla, latent),
-                Some(dim) => (CacheKind::MlaIndexer, latent.saturating_add(indexer_key_bytes(dim))),
+            let indexer = indexer_head_dim.map_or(0, indexer_key_bytes);
+            let kind = match indexer_head_dim {
+                None => CacheKind::Mla,
+                Some(_) => CacheKind::MlaIndexer,
             };
-            Ok(Some(per_token(bytes, bytes, kind, None)))
+            let bytes = latent.saturating_add(indexer);
+            Ok(Some(LayerCache {
+                indexer_per_token_rank: indexer,
+                ..per_token(bytes, bytes, kind, None)
+            }))
         }
         Mixer::LinearAttention {
             conv_dim,
@@ -407,6 +418,7 @@ fn state_cache(kind: CacheKind, conv: u64, state: u64, state_dtype: StateDtype, 
         per_token_rank: 0,
         per_sequence: conv_bytes(conv).saturating_add(state_bytes(state)),
         per_sequence_rank: conv_bytes(conv / tp).saturating_add(state_bytes(state / tp)),
+        indexer_per_token_rank: 0,
     }
 }
 
@@ -477,17 +489,6 @@ fn model_dtype(arch: &Model, format: Format, parameters: &Parameters) -> Option<
         .map(|(_, name, dtype)| (dtype, Some(name.clone())))
 }
 
-/// The widest per-token MLP: the dense width, or the routed-plus-shared experts' widths.
-fn ffn_width(arch: &Model) -> u64 {
-    let dense = arch.intermediate.unwrap_or(0);
-    let experts = arch.moe.as_ref().map_or(0, |m| {
-        m.expert_intermediate_size
-            .unwrap_or(0)
-            .saturating_mul(m.active.saturating_add(m.shared))
-    });
-    dense.max(experts)
-}
-
 /// Weight bytes one of `tp` ranks holds (`tp` 1: the whole model): replicated parts whole,
 /// sharded parts split, plus `kv_projection_excess` parameters of K/V projections that
 /// ranks duplicate when there are fewer KV heads than ranks.
@@ -524,6 +525,102 @@ fn part_bytes(component: Component, share: Share, what_if: Option<WeightsDtype>)
     }
 }
 
+/// What the forward pass and the sampler are sized by: the model's widths on one rank's
+/// share, in the dtype it computes in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Shape {
+    hidden: u64,
+    vocab: u64,
+    /// Query heads × head width (the attention output's width).
+    q_width: u64,
+    /// K and V widths together.
+    kv_width: u64,
+    /// The dense MLP's width (0 when every layer routes to experts).
+    intermediate: u64,
+    moe: Option<MoeShape>,
+    element_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MoeShape {
+    active: u64,
+    shared: u64,
+    /// One expert's MLP width.
+    width: u64,
+}
+
+impl Shape {
+    fn of(model: &Model, dtype: KvDtype) -> Shape {
+        let (q_width, kv_width) = model
+            .layers
+            .iter()
+            .find_map(|m| match *m {
+                Mixer::Attention {
+                    kv_heads,
+                    head_dim,
+                    v_head_dim,
+                    ..
+                } => Some((
+                    model.heads.saturating_mul(head_dim),
+                    kv_heads.saturating_mul(head_dim.saturating_add(v_head_dim)),
+                )),
+                _ => None,
+            })
+            .unwrap_or((model.hidden, model.hidden.saturating_mul(2)));
+        Shape {
+            hidden: model.hidden,
+            vocab: model.vocab,
+            q_width,
+            kv_width,
+            intermediate: model.intermediate.unwrap_or(0),
+            moe: model.moe.as_ref().map(|m| MoeShape {
+                active: m.active,
+                shared: m.shared,
+                width: m.expert_intermediate_size.unwrap_or(0),
+            }),
+            element_bytes: dtype.row_bytes(1).clamp(2, 4),
+        }
+    }
+
+    /// The widest per-token MLP: the dense width, or the routed-plus-shared experts' widths.
+    fn ffn_width(&self) -> u64 {
+        let experts = self
+            .moe
+            .map_or(0, |m| m.width.saturating_mul(m.active.saturating_add(m.shared)));
+        self.intermediate.max(experts)
+    }
+}
+
+/// What a plan is held against on one device: the engine, and the device it names.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub engine: Engine,
+    pub options: &'a PlanOptions,
+    pub device: Option<&'a DeviceGroup>,
+}
+
+impl Target<'_> {
+    /// Bytes of the device the engine lets the plan fill: vLLM's `gpu_memory_utilization`
+    /// share and SGLang's `mem_fraction_static` share of it; llama.cpp all of it.
+    fn usable(&self, capacity: u64) -> u64 {
+        match self.engine {
+            Engine::Vllm => self.options.utilization().of(capacity),
+            Engine::Sglang => {
+                sglang::fraction(self.options, capacity, self.options.tensor_parallel_degree()).of(capacity)
+            }
+            Engine::LlamaCpp => capacity,
+        }
+    }
+
+    fn vllm_knobs(&self, mla: bool) -> vllm::Knobs {
+        vllm::Knobs::resolve(
+            self.options,
+            self.device.map(|d| (d.name.as_str(), d.capacity_bytes)),
+            mla,
+        )
+    }
+}
+
 impl Sizing {
     fn kv(&self, context: u64, rank: bool) -> u64 {
         self.caches.iter().fold(0u64, |acc, c| {
@@ -531,36 +628,72 @@ impl Sizing {
         })
     }
 
-    /// One forward pass over a micro-batch (llama.cpp's worst-case graph with flash
-    /// attention): the larger of the output stage (logits plus two hidden states) and the
-    /// MLP stage, in f32, plus each sequence's output logits.
-    fn activation(&self, context: u64) -> u64 {
+    fn mla(&self) -> bool {
+        self.caches
+            .iter()
+            .any(|c| matches!(c.kind, CacheKind::Mla | CacheKind::MlaIndexer))
+    }
+
+    /// vLLM's paging of this artifact's caches on one rank.
+    fn pool(&self, target: &Target) -> Result<vllm::Pool, String> {
+        vllm::Pool::new(&self.caches, &target.vllm_knobs(self.mla()))
+    }
+
+    /// llama.cpp's compute and output buffers for one micro-batch (its worst-case graph with
+    /// flash attention): the larger of the output stage (logits plus two hidden states) and
+    /// the MLP stage, in f32, plus each sequence's output logits.
+    fn llama_cpp_activation(&self, context: u64) -> u64 {
+        let width = self
+            .shape
+            .vocab
+            .saturating_add(self.shape.hidden.saturating_mul(2))
+            .max(
+                self.shape
+                    .hidden
+                    .saturating_mul(2)
+                    .saturating_add(self.shape.ffn_width().saturating_mul(3)),
+            );
         let tokens = ACTIVATION_UBATCH_TOKENS.min(context.saturating_mul(self.sequences));
         tokens
-            .saturating_mul(self.activation_width)
-            .saturating_add(self.sequences.saturating_mul(self.vocab))
+            .saturating_mul(width)
+            .saturating_add(self.sequences.saturating_mul(self.shape.vocab))
             .saturating_mul(ACTIVATION_ELEMENT_BYTES)
     }
 
-    /// What one rank holds at `context`, or `None` when the model cannot be split.
-    fn rank(&self, context: u64) -> Option<RankMemory> {
+    /// What one rank holds at `context` under the target engine, or `None` when the model
+    /// cannot be split (or vLLM cannot page its caches).
+    fn rank(&self, context: u64, target: &Target) -> Option<RankMemory> {
         let weights_bytes = self.rank_weights?;
-        let kv_cache_bytes = self.kv(context, true);
-        // Activations are counted whole on every rank: hidden states are replicated, and the
-        // estimate does not credit the MLP's split.
-        let activation_bytes = self.activation(context);
+        let tp = self.tensor_parallel;
+        let (kv_cache_bytes, activation_bytes, non_torch_bytes) = match (target.engine, self.lower_bound) {
+            (_, true) => (0, 0, 0),
+            (Engine::Vllm, false) => {
+                let pool = self.pool(target).ok()?;
+                let knobs = target.vllm_knobs(self.mla());
+                (
+                    pool.bytes_for(context, self.sequences),
+                    vllm::activation_peak(&self.shape, tp, &knobs),
+                    vllm::non_torch(tp),
+                )
+            }
+            // SGLang's activations live in the share `mem_fraction_static` leaves out.
+            (Engine::Sglang, false) => (self.kv(context, true), 0, 0),
+            (Engine::LlamaCpp, false) => (self.kv(context, true), self.llama_cpp_activation(context), 0),
+        };
         Some(RankMemory {
-            tensor_parallel: self.tensor_parallel,
+            tensor_parallel: tp,
             weights_bytes,
             kv_cache_bytes,
             activation_bytes,
+            non_torch_bytes,
             total_bytes: weights_bytes
                 .saturating_add(kv_cache_bytes)
-                .saturating_add(activation_bytes),
+                .saturating_add(activation_bytes)
+                .saturating_add(non_torch_bytes),
         })
     }
 
-    pub fn report(&self) -> ArtifactMemory {
+    pub fn report(&self, target: &Target) -> ArtifactMemory {
         let context = self.context;
         let kv_cache: Vec<KvCacheGroup> = self
             .caches
@@ -579,7 +712,11 @@ impl Sizing {
             })
             .collect();
         let kv_cache_bytes = self.kv(context, false);
-        let activation_bytes = self.activation(context);
+        let per_rank = self.rank(context, target);
+        // Activations as one rank holds them (they are not split by tensor parallelism).
+        let activation_bytes = per_rank
+            .as_ref()
+            .map_or(0, |r| r.activation_bytes.saturating_add(r.non_torch_bytes));
         let state_bytes_per_sequence = self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.per_sequence.saturating_mul(c.layers))
         });
@@ -604,58 +741,113 @@ impl Sizing {
                 .saturating_add(activation_bytes),
             kv_cache,
             lower_bound: self.lower_bound,
-            per_rank: self.rank(context),
+            per_rank,
         }
     }
 }
 
+/// The engine the system is planned for: as the options say, else by the artifacts' formats.
+pub fn engine_for(options: &PlanOptions, formats: &[Format]) -> Engine {
+    options.engine_for(!formats.is_empty() && formats.iter().all(|f| *f == Format::Gguf))
+}
+
+fn engine_info(engine: Engine) -> EngineInfo {
+    let version = match engine {
+        Engine::Vllm => vllm::VERSION,
+        Engine::Sglang => sglang::VERSION,
+        Engine::LlamaCpp => LLAMA_CPP_VERSION,
+    };
+    EngineInfo {
+        name: engine.name().to_owned(),
+        version: version.to_owned(),
+    }
+}
+
+/// The llama.cpp whose buffers are modelled: as vendored by llama-cpp-python 0.3.36.
+const LLAMA_CPP_VERSION: &str = "0c1e570 (llama-cpp-python 0.3.36)";
+
+/// Share of usable bytes under which a plan that fits is called tight.
+const TIGHT_FIT_PERCENT: u64 = 5;
+
 /// The system's memory: every artifact on the same devices at the same tensor-parallel
-/// degree, each device holding one rank of every artifact.
-pub fn system(sizings: &[Sizing], options: &PlanOptions) -> Memory {
+/// degree, each device holding one rank of every artifact. Returns the block, and a
+/// `memory.tight_fit` finding's detail when a plan fits with little to spare.
+pub fn system(sizings: &[Sizing], options: &PlanOptions, engine: Engine) -> (Memory, Option<String>) {
     let refused = sizings.iter().any(|s| s.lower_bound);
-    let reports: Vec<ArtifactMemory> = sizings.iter().map(Sizing::report).collect();
+    let devices = options.devices.as_ref();
+    // The smallest device decides (every device holds one rank of everything).
+    let smallest: Option<&DeviceGroup> = devices.and_then(|d| d.groups().iter().min_by_key(|g| g.capacity_bytes));
+    let target = Target {
+        engine,
+        options,
+        device: smallest,
+    };
+    let reports: Vec<ArtifactMemory> = sizings.iter().map(|s| s.report(&target)).collect();
     let sum = |f: fn(&ArtifactMemory) -> u64| reports.iter().fold(0u64, |acc, r| acc.saturating_add(f(r)));
-    let utilization = options.utilization();
     // Each device holds one rank of every artifact, whichever replica it belongs to.
-    let per_rank_at = |context: Option<u64>| -> Option<RankMemory> {
+    let per_rank_at = |context: Option<u64>, target: &Target| -> Option<RankMemory> {
         let mut held = RankMemory {
             tensor_parallel: options.tensor_parallel_degree(),
             weights_bytes: 0,
             kv_cache_bytes: 0,
             activation_bytes: 0,
+            non_torch_bytes: 0,
             total_bytes: 0,
         };
         for sizing in sizings {
-            let rank = sizing.rank(context.unwrap_or(sizing.context))?;
+            let rank = sizing.rank(context.unwrap_or(sizing.context), target)?;
             held.weights_bytes = held.weights_bytes.saturating_add(rank.weights_bytes);
             held.kv_cache_bytes = held.kv_cache_bytes.saturating_add(rank.kv_cache_bytes);
             held.activation_bytes = held.activation_bytes.saturating_add(rank.activation_bytes);
+            held.non_torch_bytes = held.non_torch_bytes.saturating_add(rank.non_torch_bytes);
             held.total_bytes = held.total_bytes.saturating_add(rank.total_bytes);
         }
         Some(held)
     };
+    let per_rank = per_rank_at(None, &target);
     let mut per_device = Vec::new();
     let mut max_context_that_fits = None;
-    if let (Some(devices), Some(held)) = (&options.devices, per_rank_at(None)) {
+    let mut max_context_limited_by = None;
+    let (mut kv_pool_bytes, mut kv_pool_tokens, mut max_concurrency) = (None, None, None);
+    if let (Some(devices), Some(held)) = (devices, &per_rank) {
         for group in devices.groups() {
-            let usable_bytes = utilization.of(group.capacity_bytes);
+            let target = Target {
+                device: Some(group),
+                ..target
+            };
+            let usable_bytes = target.usable(group.capacity_bytes);
             let device = DeviceMemory {
                 device: group.name.clone(),
                 capacity_bytes: group.capacity_bytes,
                 usable_bytes,
                 weights_bytes: held.weights_bytes,
                 kv_cache_bytes: held.kv_cache_bytes,
-                activation_bytes: held.activation_bytes,
+                activation_bytes: held.activation_bytes.saturating_add(held.non_torch_bytes),
                 total_bytes: held.total_bytes,
+                headroom_bytes: i64::try_from(i128::from(usable_bytes) - i128::from(held.total_bytes))
+                    .unwrap_or(i64::MIN),
                 fits: !refused && held.total_bytes <= usable_bytes,
             };
             per_device.extend((0..group.count).map(|_| device.clone()));
         }
-        let smallest = per_device.iter().map(|d| d.usable_bytes).min().unwrap_or(0);
+        let usable = smallest.map_or(0, |g| target.usable(g.capacity_bytes));
+        // What the engine would give its KV pool: its budget less everything else it holds.
+        let pool = usable.checked_sub(held.total_bytes.saturating_sub(held.kv_cache_bytes));
+        kv_pool_bytes = Some(pool.unwrap_or(0));
+        if let ([sizing], Some(pool)) = (sizings, pool)
+            && !refused
+        {
+            (kv_pool_tokens, max_concurrency) = sizing.capacity(pool, &target);
+        }
         let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
-        let fits_at = |context: u64| per_rank_at(Some(context)).is_some_and(|r| r.total_bytes <= smallest);
+        let fits_at = |context: u64| per_rank_at(Some(context), &target).is_some_and(|r| r.total_bytes <= usable);
         if !refused {
-            max_context_that_fits = Some(largest_passing(longest, fits_at));
+            let fitting = largest_passing(longest, fits_at);
+            max_context_that_fits = Some(fitting);
+            max_context_limited_by = Some(match fitting == longest {
+                true => LimitedBy::Model,
+                false => LimitedBy::Memory,
+            });
         }
     }
     let all_fit = per_device.iter().all(|d| d.total_bytes <= d.usable_bytes);
@@ -666,18 +858,76 @@ pub fn system(sizings: &[Sizing], options: &PlanOptions) -> Memory {
         (false, true, true) => None,
         (false, _, all_fit) => Some(all_fit),
     };
-    Memory {
+    let tight = per_device
+        .iter()
+        .filter(|d| d.fits && i128::from(d.headroom_bytes) * 100 < i128::from(d.usable_bytes) * i128::from(TIGHT_FIT_PERCENT))
+        .min_by_key(|d| d.headroom_bytes)
+        .map(|d| {
+            format!(
+                "{} fits with {} bytes to spare of its {} usable, under {TIGHT_FIT_PERCENT}%: a longer prompt, a larger batch or another engine version may not",
+                d.device,
+                crate::findings::grouped(u64::try_from(d.headroom_bytes).unwrap_or(0)),
+                crate::findings::grouped(d.usable_bytes)
+            )
+        });
+    let memory = Memory {
+        engine: engine_info(engine),
         sequences: options.sequences.unwrap_or(1),
         tensor_parallel: options.tensor_parallel_degree(),
-        gpu_utilization: utilization.into(),
+        gpu_utilization: match engine {
+            Engine::Vllm => options.utilization().into(),
+            Engine::Sglang => {
+                let capacity = smallest.map_or(0, |g| g.capacity_bytes);
+                sglang::fraction(options, capacity, options.tensor_parallel_degree()).into()
+            }
+            Engine::LlamaCpp => 1.0,
+        },
         weights_bytes: sum(|r| r.weights_bytes),
         kv_cache_bytes_per_token: sum(|r| r.kv_cache_bytes_per_token),
         kv_cache_bytes: sum(|r| r.kv_cache_bytes),
         activation_bytes: sum(|r| r.activation_bytes),
         total_bytes: sum(|r| r.total_bytes),
+        per_rank,
+        kv_pool_bytes,
+        kv_pool_tokens,
+        max_concurrency,
         per_device,
         fits,
         max_context_that_fits,
+        max_context_limited_by,
+    };
+    (memory, tight)
+}
+
+impl Sizing {
+    /// The KV pool's size in tokens as the engine reports it, and how many requests of the
+    /// planned context it holds at once.
+    fn capacity(&self, pool_bytes: u64, target: &Target) -> (Option<u64>, Option<f64>) {
+        match target.engine {
+            Engine::Vllm => match self.pool(target) {
+                Ok(pool) => {
+                    let blocks = pool.blocks(pool_bytes);
+                    (
+                        Some(pool.tokens(blocks)),
+                        Some(pool.max_concurrency(blocks, self.context)),
+                    )
+                }
+                Err(_) => (None, None),
+            },
+            Engine::Sglang | Engine::LlamaCpp => {
+                let per_token: u64 = self
+                    .caches
+                    .iter()
+                    .filter(|c| !c.kind.is_state())
+                    .map(|c| c.per_token_rank.saturating_mul(c.layers))
+                    .sum();
+                let per_request = self.kv(self.context, true) / self.sequences.max(1);
+                (
+                    (per_token > 0).then(|| pool_bytes / per_token),
+                    (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
+                )
+            }
+        }
     }
 }
 

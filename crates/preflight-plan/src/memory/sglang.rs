@@ -1,0 +1,37 @@
+//! SGLang's memory accounting: `mem_fraction_static` of each device holds the weights and the
+//! KV pool; the rest is left for activations and CUDA graphs (`model_runner`'s
+//! `rest_memory = available − total × (1 − mem_fraction_static)`).
+
+use crate::options::{Fraction, PlanOptions};
+
+/// The version whose defaults are followed (`arg_groups/memory_hook.py`).
+pub const VERSION: &str = "0.5.23";
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// `mem_fraction_static` as given, else SGLang's default for the device
+/// (`handle_gpu_memory_settings`): `(capacity − reserved) / capacity`, rounded to 3 places,
+/// where `reserved` (MiB) = 512 + 1.5 × chunked-prefill tokens + TP/8 × 1024 + 2 × the
+/// decode CUDA-graph batch, at least 10 GiB on parts above 60 GiB.
+pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64) -> Fraction {
+    if let Some(given) = options.mem_fraction_static {
+        return given;
+    }
+    let gpu_mib = capacity as f64 / MIB;
+    let (chunked_prefill, max_bs) = match gpu_mib {
+        m if m < 20.0 * 1024.0 => (2048.0, 8.0),
+        m if m < 35.0 * 1024.0 => (4096.0, if tensor_parallel < 4 { 48.0 } else { 160.0 }),
+        m if m < 60.0 * 1024.0 => (4096.0, if tensor_parallel < 4 { 32.0 } else { 160.0 }),
+        m if m < 160.0 * 1024.0 => (8192.0, if tensor_parallel < 4 { 256.0 } else { 512.0 }),
+        _ => (16384.0, 512.0),
+    };
+    let mut reserved =
+        512.0 + f64::max(chunked_prefill, 2048.0) * 1.5 + tensor_parallel as f64 / 8.0 * 1024.0 + max_bs * 2.0;
+    if gpu_mib > 60.0 * 1024.0 {
+        reserved = reserved.max(10.0 * 1024.0);
+    }
+    // Rounded to thousandths as SGLang rounds; a device too small for SGLang's own reserve
+    // gets the least share there is.
+    let thousandths = ((gpu_mib - reserved) / gpu_mib * 1000.0).round().max(1.0);
+    Fraction::from_ppm(thousandths as u64 * 1000)
+}

@@ -1,0 +1,309 @@
+//! vLLM 0.19.0's memory accounting, followed from its source (`docs/memory.md` names the
+//! lines): a budget of `gpu_memory_utilization × total` device memory, from which the
+//! weights, the profile run's activation peak and non-torch memory are taken; the rest is
+//! the KV pool, cut into pages of `block_size` tokens and shared by the layers' cache groups.
+
+use super::{LayerCache, Shape};
+use crate::options::PlanOptions;
+use crate::verdict::CacheKind;
+
+/// The version every term here follows.
+pub const VERSION: &str = "0.19.0";
+
+const GIB: u64 = 1 << 30;
+
+/// Non-torch memory the profile run adds (`non-torch forward increase memory`): cuBLAS and
+/// attention workspaces on one GPU; with tensor parallelism, NCCL and custom all-reduce
+/// buffers as well. Neither depends on the model — they are the runtime's, as vLLM 0.19
+/// logged them on H100 (0.24–0.26 GiB at TP 1; 2.07–2.21 GiB at TP 2 and 4).
+const NON_TORCH_SINGLE: u64 = GIB / 4;
+const NON_TORCH_PARALLEL: u64 = 2_254_857_830; // 2.1 GiB
+
+/// Streaming multiprocessors the Triton top-k/top-p kernel sizes its scratch rows by
+/// (`apply_top_k_top_p_triton`: `min(num_sms, batch)` rows of the vocabulary, f32). An
+/// H100's 132; other parts differ by well under 0.1 GiB.
+const TRITON_SAMPLER_ROWS: u64 = 132;
+
+/// Knobs resolved against vLLM's defaults for the device (`EngineArgs.get_batch_defaults`:
+/// 8192 tokens and 1024 sequences on parts with ≥ 70 GiB other than the A100, else 2048 and
+/// 256; `vllm serve`'s figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Knobs {
+    pub max_num_seqs: u64,
+    pub max_num_batched_tokens: u64,
+    pub block_size: u64,
+}
+
+impl Knobs {
+    pub fn resolve(options: &PlanOptions, device: Option<(&str, u64)>, mla: bool) -> Knobs {
+        let large = device.is_none_or(|(name, total)| total >= 70 * GIB && !name.contains("a100"));
+        let (tokens, seqs) = if large { (8192, 1024) } else { (2048, 256) };
+        Knobs {
+            max_num_seqs: options.max_num_seqs.unwrap_or(seqs),
+            max_num_batched_tokens: options.max_num_batched_tokens.unwrap_or(tokens),
+            // MLA backends (FlashMLA) page by 64 tokens; the rest by 16.
+            block_size: options.block_size.unwrap_or(if mla { 64 } else { 16 }),
+        }
+    }
+}
+
+pub fn non_torch(tensor_parallel: u64) -> u64 {
+    if tensor_parallel > 1 {
+        NON_TORCH_PARALLEL
+    } else {
+        NON_TORCH_SINGLE
+    }
+}
+
+/// The profile run's torch peak above the weights (`gpu_model_runner.profile_run`): the
+/// larger of the forward pass over `max_num_batched_tokens` tokens and the sampler warm-up
+/// over `min(max_num_seqs, max_num_batched_tokens)` requests, while the forward pass's
+/// hidden states are still held.
+pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u64 {
+    let tokens = knobs.max_num_batched_tokens;
+    let e = shape.element_bytes;
+    let tp = tensor_parallel.max(1);
+    let hidden_states = tokens.saturating_mul(shape.hidden).saturating_mul(e);
+    // One decoder layer at its widest: the residual and the normed input, plus the attention
+    // stage (QKV projection and attention output) or the MLP stage (gate+up, then the
+    // activation's output), each split over ranks.
+    let attention = shape.q_width.saturating_mul(2).saturating_add(shape.kv_width) / tp;
+    let mlp = match shape.moe {
+        // fused_moe's workspaces: (tokens, top-k, 2·width) and (tokens, top-k, width), plus
+        // the shared experts' own MLP.
+        Some(moe) => moe
+            .active
+            .saturating_mul(moe.width.saturating_mul(3) / tp)
+            .saturating_add(moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp),
+        None => shape.intermediate.saturating_mul(3) / tp,
+    };
+    let forward = tokens
+        .saturating_mul(shape.hidden.saturating_mul(2).saturating_add(attention.max(mlp)))
+        .saturating_mul(e);
+    // `_dummy_sampler_run`: logits in the model dtype, their f32 copy, the softmax and the
+    // exponential draw (f32 each), and the Triton kernel's scratch rows.
+    let rows = knobs.max_num_seqs.min(tokens);
+    let vocab = shape.vocab;
+    let sampler = rows
+        .saturating_mul(vocab)
+        .saturating_mul(e.saturating_add(12))
+        .saturating_add(rows.min(TRITON_SAMPLER_ROWS).saturating_mul(vocab).saturating_mul(4))
+        .saturating_add(hidden_states);
+    forward.max(sampler)
+}
+
+/// One kind of page the KV pool holds, and how many layers hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Spec {
+    kind: CacheKind,
+    cap: Option<u64>,
+    block_size: u64,
+    /// Bytes of one page (one block of tokens, or one sequence's recurrent state).
+    page: u64,
+    layers: u64,
+}
+
+impl Spec {
+    /// `KVCacheSpec.max_memory_usage_bytes`: what one request of `context` tokens may hold.
+    fn max_bytes(&self, context: u64, batched: u64) -> u64 {
+        let blocks = match (self.kind, self.cap) {
+            (CacheKind::LinearAttention | CacheKind::Mamba, _) => 1,
+            (CacheKind::Sliding, Some(w)) => {
+                w.saturating_sub(1)
+                    .saturating_add(batched)
+                    .min(context)
+                    .div_ceil(self.block_size)
+                    + 1
+            }
+            (CacheKind::Chunked, Some(c)) => c.saturating_add(batched).min(context).div_ceil(self.block_size),
+            _ => context.div_ceil(self.block_size),
+        };
+        blocks.saturating_mul(self.page)
+    }
+}
+
+/// How vLLM cuts its KV pool (`kv_cache_utils.get_kv_cache_groups` and
+/// `get_kv_cache_config_from_groups`): every group's layers share `group_size` tensors of
+/// equal pages; a block is one page in each of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pool {
+    specs: Vec<Spec>,
+    /// Bytes of one block across a group: the unit the pool is counted in.
+    page: u64,
+    group_size: u64,
+    groups: u64,
+    min_block_size: u64,
+    batched: u64,
+}
+
+impl Pool {
+    /// The pool's layout for these caches (on one rank), or why vLLM could not build one.
+    pub fn new(caches: &[LayerCache], knobs: &Knobs) -> Result<Pool, String> {
+        let block = knobs.block_size;
+        let mut specs: Vec<Spec> = caches
+            .iter()
+            .map(|c| {
+                let page = match c.kind.is_state() {
+                    true => c.per_sequence_rank,
+                    false => c.per_token_rank.saturating_mul(block),
+                };
+                Spec {
+                    kind: c.kind,
+                    cap: c.cap,
+                    block_size: block,
+                    page,
+                    layers: c.layers,
+                }
+            })
+            .filter(|s| s.page > 0)
+            .collect();
+        // MLA with the sparse indexer caches two kinds of page per layer: the latent, and the
+        // indexer's keys (its own `DeepseekV32IndexerCache` layer).
+        for cache in caches.iter().filter(|c| c.indexer_per_token_rank > 0) {
+            if let Some(latent) = specs.iter_mut().find(|s| s.kind == cache.kind) {
+                latent.page = latent
+                    .page
+                    .saturating_sub(cache.indexer_per_token_rank.saturating_mul(block));
+            }
+            specs.push(Spec {
+                kind: CacheKind::Full,
+                cap: None,
+                block_size: block,
+                page: cache.indexer_per_token_rank.saturating_mul(block),
+                layers: cache.layers,
+            });
+        }
+        if specs.is_empty() {
+            return Err("no layer caches anything".into());
+        }
+        let batched = knobs.max_num_batched_tokens;
+        let layers: u64 = specs.iter().map(|s| s.layers).sum();
+        if specs.len() == 1 {
+            // Every layer alike: one group of all layers.
+            let page = specs[0].page;
+            return Ok(Pool {
+                specs,
+                page,
+                group_size: layers,
+                groups: 1,
+                min_block_size: block,
+                batched,
+            });
+        }
+        let token_kinds = |s: &Spec| !s.kind.is_state() && s.cap.is_none();
+        if specs.iter().all(token_kinds) {
+            // `UniformTypeKVCacheSpecs`: every layer keeps every token, pages differ in width;
+            // one group whose block is a page of each layer.
+            let page = specs.iter().map(|s| s.page.saturating_mul(s.layers)).sum();
+            return Ok(Pool {
+                specs,
+                page,
+                group_size: 1,
+                groups: 1,
+                min_block_size: block,
+                batched,
+            });
+        }
+        // A hybrid: recurrent state sets the attention block so one attention page holds a
+        // state (`HybridAttentionMambaModelConfig`), the state page is padded to it, and the
+        // other pages are made equal by growing their block size (`unify_kv_cache_spec_page_size`).
+        if let Some(state) = specs.iter().filter(|s| s.kind.is_state()).map(|s| s.page).max() {
+            let per_token = specs
+                .iter()
+                .filter(|s| !s.kind.is_state())
+                .map(|s| s.page / block)
+                .max();
+            if let Some(per_token) = per_token.filter(|p| *p > 0) {
+                let aligned = 16u64.saturating_mul(state.div_ceil(16u64.saturating_mul(per_token)));
+                for s in specs.iter_mut().filter(|s| !s.kind.is_state()) {
+                    if s.block_size < aligned {
+                        s.page = s.page / s.block_size * aligned;
+                        s.block_size = aligned;
+                    }
+                }
+            }
+            let page = specs
+                .iter()
+                .filter(|s| !s.kind.is_state())
+                .map(|s| s.page)
+                .max()
+                .unwrap_or(state);
+            for s in specs.iter_mut().filter(|s| s.kind.is_state()) {
+                s.page = s.page.max(page);
+            }
+        }
+        let page = specs.iter().map(|s| s.page).max().unwrap_or(0);
+        for s in &mut specs {
+            if s.page != page {
+                if !page.is_multiple_of(s.page) {
+                    return Err(format!(
+                        "vLLM cannot give its cache groups one page size ({} and {page} bytes)",
+                        s.page
+                    ));
+                }
+                s.block_size = s.block_size.saturating_mul(page / s.page);
+                s.page = page;
+            }
+        }
+        // `_get_kv_cache_groups_uniform_page_size`: groups of the smallest kind's layer count
+        // (the largest's when that is under 1.5× the smallest), the last of a kind padded.
+        let fewest = specs.iter().map(|s| s.layers).min().unwrap_or(1);
+        let most = specs.iter().map(|s| s.layers).max().unwrap_or(1);
+        let group_size = if most.saturating_mul(2) < fewest.saturating_mul(3) {
+            most
+        } else {
+            fewest
+        };
+        let groups = specs.iter().map(|s| s.layers.div_ceil(group_size)).sum();
+        let min_block_size = specs.iter().filter(|s| !s.kind.is_state()).map(|s| s.block_size).min();
+        Ok(Pool {
+            min_block_size: min_block_size.unwrap_or(block),
+            page,
+            group_size,
+            groups,
+            specs,
+            batched,
+        })
+    }
+
+    /// `get_num_blocks`: whole blocks in `available` bytes.
+    pub fn blocks(&self, available: u64) -> u64 {
+        available / self.page.max(1) / self.group_size.max(1)
+    }
+
+    /// `_report_kv_cache_config`'s "GPU KV cache size: N tokens". For hybrid models it is
+    /// blocks per group times the smallest block, not a count of cached tokens.
+    pub fn tokens(&self, blocks: u64) -> u64 {
+        blocks / self.groups.max(1) * self.min_block_size
+    }
+
+    /// Blocks one request of `context` tokens needs (`get_max_concurrency_for_kv_cache_config`).
+    pub fn blocks_per_request(&self, context: u64) -> u64 {
+        let pages = |s: &Spec| s.max_bytes(context, self.batched).div_ceil(s.page.max(1));
+        let blocks = match self.groups {
+            // One group: a block is a page of every layer, so a request needs as many blocks
+            // as its most demanding layer needs pages.
+            1 => self.specs.iter().map(pages).max().unwrap_or(0),
+            // Groups of equal pages: each group of a kind holds the request's pages of it.
+            _ => self
+                .specs
+                .iter()
+                .map(|s| pages(s).saturating_mul(s.layers.div_ceil(self.group_size.max(1))))
+                .fold(0u64, u64::saturating_add),
+        };
+        blocks.max(1)
+    }
+
+    /// Bytes of pool that `sequences` requests of `context` tokens take on this rank.
+    pub fn bytes_for(&self, context: u64, sequences: u64) -> u64 {
+        self.blocks_per_request(context)
+            .saturating_mul(sequences)
+            .saturating_mul(self.page)
+            .saturating_mul(self.group_size)
+    }
+
+    /// "Maximum concurrency for N tokens per request".
+    pub fn max_concurrency(&self, blocks: u64, context: u64) -> f64 {
+        blocks as f64 / self.blocks_per_request(context) as f64
+    }
+}
