@@ -281,7 +281,9 @@ const BAR_WIDTH: usize = 40;
 fn system_memory(out: &mut String, m: &Memory) {
     let _ = writeln!(
         out,
-        "MEMORY  total {} · weights {} · KV cache {} · activations {}",
+        "MEMORY  {} {} · total {} · weights {} · KV cache {} · activations {}",
+        m.engine.name,
+        m.engine.version,
         bytes(m.total_bytes),
         bytes(m.weights_bytes),
         bytes(m.kv_cache_bytes),
@@ -335,10 +337,15 @@ fn system_memory(out: &mut String, m: &Memory) {
         Some(true) => "FITS",
         _ => "DOES NOT FIT",
     };
+    let limit = match m.max_context_limited_by {
+        Some(preflight_plan::LimitedBy::Model) => " (the model's own maximum)",
+        Some(preflight_plan::LimitedBy::Memory) => " (memory runs out)",
+        None => "",
+    };
     let longest = match m.max_context_that_fits {
         Some(0) => "not even one token fits beside the weights".to_owned(),
         Some(n) => format!(
-            "max context that fits: {} tokens × {} sequence{}",
+            "max context that fits: {} tokens × {} sequence{}{limit}",
             thousands(n),
             thousands(m.sequences),
             if m.sequences == 1 { "" } else { "s" }
@@ -346,6 +353,16 @@ fn system_memory(out: &mut String, m: &Memory) {
         None => String::new(),
     };
     let _ = writeln!(out, "  {fits} · {longest}");
+    if let Some(pool) = m.kv_pool_bytes {
+        let mut line = format!("  KV pool {} a rank", bytes(pool));
+        if let Some(tokens) = m.kv_pool_tokens {
+            line.push_str(&format!(" · {} tokens as the engine reports it", thousands(tokens)));
+        }
+        if let Some(concurrency) = m.max_concurrency {
+            line.push_str(&format!(" · {concurrency:.2} requests at this context at once"));
+        }
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 /// `████▓▓▒░░░`: the device's usable bytes (or its load, when over) in [`BAR_WIDTH`] cells.

@@ -11,4 +11,5 @@ mod kv_gemma4_llama4;
 mod llamacpp;
 mod properties;
 mod support;
+mod vllm_oracle;
 mod weights;
