@@ -144,6 +144,12 @@ catalogue! {
     /// The plan fits, but with under 5% of a device's usable memory to spare: a longer
     /// prompt mix, a larger batch or another engine version may tip it over.
     MemoryTightFit => ("memory.tight_fit", Warning),
+    /// `--devices NAME` named no count: the plan is for the smallest count that fits (or, when
+    /// none up to the search's limit does, the most devices the model splits over).
+    MemoryDevicesChosen => ("memory.devices_chosen", Info),
+    /// The device count does not split the model and no degree was given: the plan uses the
+    /// largest degree dividing the count that does; the other devices hold replicas.
+    MemoryTensorParallelChosen => ("memory.tensor_parallel_chosen", Info),
 }
 
 /// Codes travel as their stable strings; the enum is the only place either side lives.

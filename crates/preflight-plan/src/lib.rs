@@ -11,6 +11,7 @@ mod gguf;
 mod memory;
 pub mod model;
 pub mod options;
+mod placement;
 pub mod quant;
 mod safetensors;
 mod tensors;
@@ -35,33 +36,58 @@ pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
     let memory_options = (options.asks_for_memory() && options.validate().is_ok()).then_some(options);
     let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.content)).collect();
     let engine = memory::engine_for(options, &formats);
-    let (mut artifacts, sizings): (Vec<ArtifactVerdict>, Vec<Option<memory::Sizing>>) = facts
-        .iter()
-        .enumerate()
-        .map(|(i, f)| plan_artifact(i, f, memory_options.map(|o| (o, engine))))
-        .unzip();
+    let mut described: Vec<Described> = facts.iter().map(describe).collect();
+    // Placement first (how many devices, which degree), then every artifact sized for it.
+    let placed = memory_options.map(|o| placement::choose(&described, o, engine));
+    let mut sizings = Vec::with_capacity(described.len());
+    for artifact in &mut described {
+        let mut findings = std::mem::take(&mut artifact.findings);
+        let sizing = placed
+            .as_ref()
+            .and_then(|p| memory::prepare(&artifact.inputs(), &p.options, engine, &mut findings));
+        artifact.findings = findings;
+        sizings.push(sizing);
+    }
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
-    let memory = memory_options.and_then(|options| {
-        let sizings: Vec<memory::Sizing> = sizings.into_iter().collect::<Option<_>>()?;
+    let mut system_findings: Vec<(Code, String)> = Vec::new();
+    let memory = placed.as_ref().and_then(|placed| {
+        system_findings.extend(placed.note.iter().map(|(code, detail)| (*code, detail.clone())));
+        let sizings: Vec<&memory::Sizing> = sizings.iter().map(Option::as_ref).collect::<Option<_>>()?;
         if sizings.is_empty() {
             return None;
         }
-        let (memory, tight) = memory::system(&sizings, options, engine);
-        // A system-wide finding sits with the last artifact, after its own.
-        if let (Some(detail), Some(last)) = (tight, artifacts.last_mut()) {
-            let index = facts.len().saturating_sub(1);
-            last.findings.push(Finding {
-                id: format!("{index}.{}", last.findings.len()),
-                code: Code::MemoryTightFit,
-                severity: Code::MemoryTightFit.severity(),
-                subject: "memory".to_owned(),
-                declared: None,
-                observed: None,
-                detail,
-            });
-        }
+        let (memory, tight) = memory::system(&sizings, &placed.options, engine);
+        system_findings.extend(tight.map(|detail| (Code::MemoryTightFit, detail)));
         Some(memory)
     });
+    let target_device = |o: &PlanOptions| {
+        o.devices
+            .as_ref()
+            .and_then(|d| d.groups().iter().min_by_key(|g| g.capacity_bytes).cloned())
+    };
+    let device = placed.as_ref().and_then(|p| target_device(&p.options));
+    let count = described.len();
+    let artifacts: Vec<ArtifactVerdict> = described
+        .into_iter()
+        .zip(&sizings)
+        .enumerate()
+        .map(|(index, (mut artifact, sizing))| {
+            // System-wide findings sit with the last artifact, after its own.
+            if index + 1 == count {
+                for (code, detail) in &system_findings {
+                    artifact.findings.push(*code, "memory", detail.clone());
+                }
+            }
+            let memory = sizing.as_ref().zip(placed.as_ref()).map(|(s, p)| {
+                s.report(&memory::Target {
+                    engine,
+                    options: &p.options,
+                    device: device.as_ref(),
+                })
+            });
+            artifact.finish(index, memory)
+        })
+        .collect();
     let mut summary = Summary::default();
     for finding in artifacts.iter().flat_map(|a| &a.findings) {
         match finding.severity {
@@ -91,11 +117,46 @@ fn format_of(content: &Content) -> Format {
     }
 }
 
-fn plan_artifact(
-    index: usize,
-    facts: &ArtifactFacts,
-    memory_options: Option<(&PlanOptions, Engine)>,
-) -> (ArtifactVerdict, Option<memory::Sizing>) {
+/// One artifact as read, before memory: what sizing it needs, and its findings so far.
+pub(crate) struct Described {
+    name: String,
+    source: preflight_formats::facts::SourceRef,
+    format: Format,
+    model: Option<model::Model>,
+    parameters: Parameters,
+    weights_bytes: u64,
+    tensor_elements_by_dtype: std::collections::BTreeMap<String, u64>,
+    layout: memory::WeightsLayout,
+    findings: findings::Findings,
+}
+
+impl Described {
+    pub(crate) fn inputs(&self) -> memory::Inputs<'_> {
+        memory::Inputs {
+            model: self.model.as_ref(),
+            format: self.format,
+            parameters: &self.parameters,
+            layout: &self.layout,
+            weights_bytes: self.weights_bytes,
+        }
+    }
+
+    fn finish(self, index: usize, memory: Option<ArtifactMemory>) -> ArtifactVerdict {
+        ArtifactVerdict {
+            name: self.name,
+            source: self.source,
+            format: self.format,
+            architecture: self.model.as_ref().map(model::Model::architecture),
+            parameters: self.parameters,
+            weights_bytes: self.weights_bytes,
+            tensor_elements_by_dtype: self.tensor_elements_by_dtype,
+            memory,
+            findings: self.findings.finish(index),
+        }
+    }
+}
+
+fn describe(facts: &ArtifactFacts) -> Described {
     let mut findings = findings::Findings::default();
     let (format, model, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
         Content::Safetensors {
@@ -125,37 +186,17 @@ fn plan_artifact(
             )
         }
     };
-    let sizing = memory_options.and_then(|(options, engine)| {
-        let inputs = memory::Inputs {
-            model: model.as_ref(),
-            format,
-            parameters: &parameters,
-            layout: &layout,
-            weights_bytes,
-        };
-        memory::prepare(&inputs, options, engine, &mut findings)
-    });
-    let verdict = ArtifactVerdict {
+    Described {
         name: artifact_name(facts),
         source: facts.source.clone(),
         format,
-        architecture: model.as_ref().map(model::Model::architecture),
+        model,
         parameters,
         weights_bytes,
         tensor_elements_by_dtype,
-        memory: sizing.as_ref().zip(memory_options).map(|(s, (options, engine))| {
-            s.report(&memory::Target {
-                engine,
-                options,
-                device: options
-                    .devices
-                    .as_ref()
-                    .and_then(|d| d.groups().iter().min_by_key(|g| g.capacity_bytes)),
-            })
-        }),
-        findings: findings.finish(index),
-    };
-    (verdict, sizing)
+        layout,
+        findings,
+    }
 }
 
 /// The repo (and file, for a GGUF) or the path's last component.

@@ -234,7 +234,9 @@ impl PlanOptions {
             ));
         }
         self.knob_engine()?;
-        if let (Some(tp), Some(devices)) = (self.tensor_parallel, &self.devices) {
+        if let (Some(tp), Some(devices)) = (self.tensor_parallel, &self.devices)
+            && devices.open_count().is_none()
+        {
             let count = devices.count();
             if tp > count || !count.is_multiple_of(tp) {
                 return Err(error(
@@ -552,6 +554,9 @@ pub struct DeviceGroup {
     pub name: String,
     pub capacity_bytes: u64,
     pub count: u64,
+    /// The count was written (`NAME:N`). A lone group without one asks for the smallest
+    /// count that fits.
+    pub counted: bool,
 }
 
 impl Devices {
@@ -563,6 +568,29 @@ impl Devices {
     pub fn count(&self) -> u64 {
         self.groups.iter().map(|g| g.count).sum()
     }
+
+    /// One kind of device whose count is left to the planner: the smallest that fits.
+    pub fn open_count(&self) -> Option<&DeviceGroup> {
+        match self.groups.as_slice() {
+            [group] if !group.counted => Some(group),
+            _ => None,
+        }
+    }
+
+    /// These devices with `count` of each group (the planner's choice for an open count).
+    pub fn with_count(&self, count: u64) -> Devices {
+        Devices {
+            groups: self
+                .groups
+                .iter()
+                .map(|g| DeviceGroup {
+                    count,
+                    counted: true,
+                    ..g.clone()
+                })
+                .collect(),
+        }
+    }
 }
 
 impl FromStr for Devices {
@@ -572,7 +600,7 @@ impl FromStr for Devices {
         let mut total = 0u64;
         for part in s.split(',') {
             let part = part.trim();
-            let (name, count) = match part.rsplit_once(':') {
+            let (name, count, counted) = match part.rsplit_once(':') {
                 Some((name, count)) => {
                     let count: u64 = count.trim().parse().map_err(|_| {
                         error(
@@ -580,9 +608,9 @@ impl FromStr for Devices {
                             format!("`{part}`: the count after `:` must be a whole number"),
                         )
                     })?;
-                    (name.trim(), count)
+                    (name.trim(), count, true)
                 }
-                None => (part, 1),
+                None => (part, 1, false),
             };
             if count == 0 {
                 return Err(error("devices", format!("`{part}`: a count must be at least 1")));
@@ -599,6 +627,7 @@ impl FromStr for Devices {
                 name,
                 capacity_bytes,
                 count,
+                counted,
             });
         }
         Ok(Devices { groups })
@@ -649,7 +678,10 @@ impl fmt::Display for Devices {
             if i > 0 {
                 f.write_str(",")?;
             }
-            write!(f, "{}:{}", g.name, g.count)?;
+            match g.counted {
+                true => write!(f, "{}:{}", g.name, g.count)?,
+                false => f.write_str(&g.name)?,
+            }
         }
         Ok(())
     }
@@ -698,7 +730,7 @@ mod tests {
         let json = serde_json::to_string(&o).expect("json");
         assert_eq!(
             json,
-            r#"{"context":8192,"sequences":4,"kv_dtype":"bf16","weights_dtype":"int4","devices":"h100-80gb:2,85899345920:1","tensor_parallel":3,"gpu_utilization":0.95}"#
+            r#"{"context":8192,"sequences":4,"kv_dtype":"bf16","weights_dtype":"int4","devices":"h100-80gb:2,85899345920","tensor_parallel":3,"gpu_utilization":0.95}"#
         );
         let again: PlanOptions = serde_json::from_str(&json).expect("reparse");
         assert_eq!(again, o);

@@ -83,7 +83,8 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
         .unwrap_or_default();
     let _ = writeln!(out, "{}{commit}  [{format}]", a.name);
     let row = |out: &mut String, label: &str, value: String| {
-        let _ = writeln!(out, "  {label:<14}{value}");
+        let line = format!("  {label:<14}{value}");
+        let _ = writeln!(out, "{}", line.trim_end());
     };
     if let Some(arch) = &a.architecture {
         row(

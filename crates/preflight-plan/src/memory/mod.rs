@@ -772,7 +772,7 @@ const TIGHT_FIT_PERCENT: u64 = 5;
 /// The system's memory: every artifact on the same devices at the same tensor-parallel
 /// degree, each device holding one rank of every artifact. Returns the block, and a
 /// `memory.tight_fit` finding's detail when a plan fits with little to spare.
-pub fn system(sizings: &[Sizing], options: &PlanOptions, engine: Engine) -> (Memory, Option<String>) {
+pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: Engine) -> (Memory, Option<String>) {
     let refused = sizings.iter().any(|s| s.lower_bound);
     let devices = options.devices.as_ref();
     // The smallest device decides (every device holds one rank of everything).

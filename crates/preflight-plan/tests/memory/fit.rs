@@ -68,7 +68,7 @@ fn deepseek_v3_fits_eight_h200s_at_full_context_but_not_eight_h100s() {
 #[test]
 fn several_models_fit_together_only_if_their_sum_does() {
     let pair = ["meta-llama/Llama-3.1-8B", "Qwen/Qwen3-8B"];
-    let options = r#"{"context": 4096, "devices": "l4"}"#;
+    let options = r#"{"context": 4096, "devices": "l4:1"}"#;
     for repo in pair {
         assert_eq!(system_of(&[repo], options).fits, Some(true), "{repo} alone fits an L4");
     }
@@ -138,4 +138,44 @@ fn empty_options_plan_no_memory() {
     assert!(v.memory.is_none() && v.artifacts[0].memory.is_none());
     let json = serde_json::to_value(&v).expect("json");
     assert!(json.get("memory").is_none() && json["artifacts"][0].get("memory").is_none());
+}
+
+/// `--devices NAME` without a count: the smallest count that fits, and one fewer that the
+/// model splits over does not.
+#[test]
+fn deepseek_v3_at_8k_gets_the_smallest_h100_count_that_fits() {
+    let verdict = plan_with(
+        &["deepseek-ai/DeepSeek-V3"],
+        r#"{"devices": "h100-80gb", "context": 8192}"#,
+    );
+    let m = verdict.memory.clone().expect("memory");
+    let chosen = m.per_device.len() as u64;
+    assert_eq!(m.fits, Some(true));
+    assert_eq!(m.tensor_parallel, chosen);
+    assert!(codes(&verdict, 0).contains(&"memory.devices_chosen".to_owned()));
+    // 128 heads split over powers of two: the next count down that splits it does not fit.
+    let fewer = system_of(
+        &["deepseek-ai/DeepSeek-V3"],
+        &format!(r#"{{"devices": "h100-80gb:{}", "context": 8192}}"#, chosen / 2),
+    );
+    assert_eq!(fewer.fits, Some(false), "{chosen} devices chosen");
+    assert_eq!(chosen, 16, "627 GiB of FP8 weights need more than 8 × 71 GiB");
+}
+
+#[test]
+fn an_open_count_the_model_never_fits_says_so() {
+    // A million sequences of 40,960 tokens on 1 GiB devices: no count up to the search's
+    // limit fits; the plan shows the most devices the model splits over.
+    let verdict = plan_with(
+        &["Qwen/Qwen3-0.6B"],
+        r#"{"devices": "1GiB", "context": 40960, "sequences": 1000000}"#,
+    );
+    let m = verdict.memory.clone().expect("memory");
+    assert_eq!(m.fits, Some(false));
+    let finding = verdict.artifacts[0]
+        .findings
+        .iter()
+        .find(|f| f.code.as_str() == "memory.devices_chosen")
+        .expect("the choice is said");
+    assert!(finding.detail.contains("no count of"), "{}", finding.detail);
 }

@@ -83,7 +83,7 @@ proptest! {
         sequences in 1u64..16,
         capacity in 1_000_000_000u64..40_000_000_000,
     ) {
-        let devices = capacity.to_string();
+        let devices = format!("{capacity}:1");
         let m = plan_at(repo, 1, sequences, &devices).memory.expect("memory");
         let longest = m.max_context_that_fits.expect("devices named");
         let model_max = plan_with(&[repo], r#"{"sequences": 1}"#).artifacts[0].memory.as_ref().expect("memory").context;

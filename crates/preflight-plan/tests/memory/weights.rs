@@ -168,7 +168,7 @@ fn deepseek_latent_down_projections_are_replicated() {
 fn a_degree_that_cannot_split_the_heads_is_a_blocking_finding() {
     let v = plan_with(
         &["meta-llama/Llama-3.1-8B"],
-        r#"{"context": 1024, "devices": "h100-80gb:3"}"#,
+        r#"{"context": 1024, "devices": "h100-80gb:3", "tensor_parallel": 3}"#,
     );
     assert!(codes(&v, 0).contains(&"memory.tensor_parallel_invalid".to_owned()));
     assert!(!v.admissible);

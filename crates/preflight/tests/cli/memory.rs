@@ -28,7 +28,9 @@ fn memory_flags_add_a_breakdown_per_artifact_and_device() {
         "context 4,096 × 8 sequences · KV cache bf16 · weights as stored",
         // 2 layers × 2 (K, V) × 2 KV heads × 16 head_dim × 2 bytes = 256 bytes a token.
         "256 B/token · 2 full × 128 B × 4,096 tokens (× 8 sequences)",
-        "MEMORY  total",
+        "MEMORY  vllm 0.19.0 · total",
+        // `--devices l4` named no count: the smallest that fits, said as a finding.
+        "memory.devices_chosen          memory: 1 × l4 is the smallest count that fits",
         "device 0     l4",
         "FITS · max context that fits: 4,096 tokens × 8 sequences",
     ] {
@@ -103,11 +105,35 @@ fn bad_memory_options_exit_two_before_reading_anything() {
 
 #[test]
 fn a_degree_that_cannot_split_the_model_is_inadmissible() {
-    let out = preflight(&["plan", &local("tiny-llama"), "--devices", "l4:3"]);
+    let out = preflight(&[
+        "plan",
+        &local("tiny-llama"),
+        "--devices",
+        "l4:3",
+        "--tensor-parallel",
+        "3",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("memory.tensor_parallel_invalid"), "{text}");
     assert!(text.contains("see the tensor-parallel finding"), "{text}");
+}
+
+#[test]
+fn a_device_count_that_cannot_split_the_model_gets_the_largest_degree_that_does() {
+    // tiny-llama's heads do not split 3 ways; with no degree given, 3 devices hold 3 replicas.
+    let out = preflight(&["plan", "--json", &local("tiny-llama"), "--devices", "l4:3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["memory"]["tensor_parallel"], 1);
+    assert_eq!(v["memory"]["per_device"].as_array().map(Vec::len), Some(3));
+    let codes: Vec<&str> = v["artifacts"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(codes.contains(&"memory.tensor_parallel_chosen"), "{codes:?}");
 }
 
 #[test]

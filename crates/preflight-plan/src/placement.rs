@@ -1,0 +1,98 @@
+//! Placement before sizing: how many devices, at which tensor-parallel degree. `--devices
+//! h100-80gb` (no count) asks for the smallest count that fits; a count the model cannot be
+//! split over, with no `--tensor-parallel` given, gets the largest degree that splits it, the
+//! other devices holding replicas. Each choice is said in an info finding.
+
+use crate::findings::{Code, Findings, grouped};
+use crate::options::{Engine, PlanOptions};
+use crate::{Described, memory};
+
+/// Most devices of one kind tried for an open count: a full NVL72 rack's worth and some.
+pub const MAX_SEARCHED_DEVICES: u64 = 128;
+
+pub struct Placed {
+    /// The options as planned: the chosen count and degree written in.
+    pub options: PlanOptions,
+    /// The choice made, when one was.
+    pub note: Option<(Code, String)>,
+}
+
+/// What the system looks like under `options`: `None` when some artifact cannot be split
+/// over its degree, else whether it fits.
+fn fits(described: &[Described], options: &PlanOptions, engine: Engine) -> Option<bool> {
+    let mut scratch = Findings::default();
+    let sizings: Vec<memory::Sizing> = described
+        .iter()
+        .map(|d| memory::prepare(&d.inputs(), options, engine, &mut scratch))
+        .collect::<Option<_>>()?;
+    let refs: Vec<&memory::Sizing> = sizings.iter().collect();
+    let (memory, _) = memory::system(&refs, options, engine);
+    memory.per_rank.as_ref()?;
+    memory.fits
+}
+
+pub fn choose(described: &[Described], options: &PlanOptions, engine: Engine) -> Placed {
+    let as_given = || Placed {
+        options: options.clone(),
+        note: None,
+    };
+    let Some(devices) = &options.devices else {
+        return as_given();
+    };
+    if let Some(group) = devices.open_count() {
+        let step = options.tensor_parallel.unwrap_or(1).max(1);
+        let mut largest_placed = None;
+        for count in (step..=MAX_SEARCHED_DEVICES).step_by(step as usize) {
+            let candidate = PlanOptions {
+                devices: Some(devices.with_count(count)),
+                ..options.clone()
+            };
+            match fits(described, &candidate, engine) {
+                Some(true) => {
+                    let detail = format!(
+                        "{count} × {} is the smallest count that fits, at tensor-parallel degree {}",
+                        group.name,
+                        candidate.tensor_parallel_degree()
+                    );
+                    return Placed {
+                        options: candidate,
+                        note: Some((Code::MemoryDevicesChosen, detail)),
+                    };
+                }
+                Some(false) => largest_placed = Some(candidate),
+                None => {}
+            }
+        }
+        let detail = format!(
+            "no count of {} up to {} fits; shown at the most devices the model splits over",
+            group.name,
+            grouped(MAX_SEARCHED_DEVICES)
+        );
+        return Placed {
+            options: largest_placed.unwrap_or_else(|| options.clone()),
+            note: Some((Code::MemoryDevicesChosen, detail)),
+        };
+    }
+    let count = devices.count();
+    if options.tensor_parallel.is_some() || count < 2 || fits(described, options, engine).is_some() {
+        return as_given();
+    }
+    // The count does not split the model: the largest degree dividing it that does.
+    for degree in (1..count).rev().filter(|d| count.is_multiple_of(*d)) {
+        let candidate = PlanOptions {
+            tensor_parallel: Some(degree),
+            ..options.clone()
+        };
+        if fits(described, &candidate, engine).is_some() {
+            let detail = format!(
+                "{count} devices do not split the model; planned at tensor-parallel degree {degree}, the largest that does, with {} replica(s)",
+                count / degree
+            );
+            return Placed {
+                options: candidate,
+                note: Some((Code::MemoryTensorParallelChosen, detail)),
+            };
+        }
+    }
+    as_given()
+}
