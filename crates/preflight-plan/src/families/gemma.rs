@@ -29,6 +29,9 @@ pub static FAMILY: Family = Family {
         ("final_logit_softcapping", Grade::Numerics),
         ("rope_local_base_freq", Grade::Numerics),
         ("cache_implementation", Grade::Generation),
+        // Google's gemma-2 configs carry it beside `sliding_window` (same value); neither
+        // transformers 5.24's `Gemma2Config` nor vLLM 0.19's gemma2.py reads it.
+        ("sliding_window_size", Grade::Ignored),
     ],
     tensors: &[
         EMBED_NORM_HEAD,
