@@ -283,12 +283,15 @@ impl PlanOptions {
             match named {
                 Some((_, e)) if e == engine => {}
                 Some(("engine", e)) => {
-                    return Err(error(knob, format!("is a {engine} option, and the engine is {e}")));
+                    return Err(error(
+                        knob,
+                        format!("`{knob}` is a {engine} option, and the engine is {e}"),
+                    ));
                 }
                 Some((other, e)) => {
                     return Err(error(
                         knob,
-                        format!("is a {engine} option and `{other}` a {e} one; name the engine with `engine`"),
+                        format!("`{knob}` is a {engine} option and `{other}` a {e} one; name the engine with `engine`"),
                     ));
                 }
                 None => named = Some((knob, engine)),

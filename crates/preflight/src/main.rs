@@ -1,6 +1,7 @@
 //! `preflight`: what is this checkpoint, is it fully understood, and what will it take to
 //! serve it. Thin: parses flags and calls the libraries.
 
+mod compare;
 mod gate;
 mod plan_args;
 mod render;
@@ -194,17 +195,20 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
             }
         }
     }
+    if let Some(compare) = &memory.compare {
+        return compared(compare, &facts, &options, json);
+    }
     let verdict = preflight_plan::plan(&facts, &options);
     if json {
         match serde_json::to_string_pretty(&verdict) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => emit(&format!("{text}\n")),
             Err(e) => {
                 let message = format!("cannot render the verdict: {e}");
                 return fail(json, ErrorCode::Internal, &message, EXIT_UNREADABLE);
             }
         }
     } else {
-        print!("{}", render::verdict(&verdict));
+        emit(&render::verdict(&verdict));
     }
     let fits = verdict.memory.as_ref().and_then(|m| m.fits);
     ExitCode::from(match (verdict.admissible, fits) {
@@ -212,6 +216,48 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
         (true, Some(false)) => EXIT_DOES_NOT_FIT,
         (true, _) => EXIT_ADMISSIBLE,
     })
+}
+
+/// `--compare`: one plan per value, a table (or its JSON). Exit 1 when every value is
+/// inadmissible, 4 when none fits the named devices, else 0.
+fn compared(
+    compare: &compare::Compare,
+    facts: &[preflight_formats::facts::ArtifactFacts],
+    options: &preflight_plan::PlanOptions,
+    json: bool,
+) -> ExitCode {
+    let variants = match compare.variants(options) {
+        Ok(v) => v,
+        Err(message) => return fail(json, ErrorCode::InvalidOptions, &message, EXIT_BAD_INPUT),
+    };
+    let verdicts = compare::plan(facts, &variants);
+    if json {
+        match compare::json(compare, &verdicts) {
+            Ok(text) => emit(&format!("{text}\n")),
+            Err(e) => {
+                let message = format!("cannot render the comparison: {e}");
+                return fail(json, ErrorCode::Internal, &message, EXIT_UNREADABLE);
+            }
+        }
+    } else {
+        emit(&compare::text(compare, &verdicts));
+    }
+    let admissible = verdicts.iter().any(|v| v.admissible);
+    let fitting = verdicts
+        .iter()
+        .any(|v| v.memory.as_ref().and_then(|m| m.fits) != Some(false));
+    ExitCode::from(match (admissible, fitting) {
+        (false, _) => EXIT_INADMISSIBLE,
+        (true, false) => EXIT_DOES_NOT_FIT,
+        (true, true) => EXIT_ADMISSIBLE,
+    })
+}
+
+/// Write the answer to stdout. A reader that stops early (`| head`) is not an error: the
+/// exit status still says what the plan found.
+fn emit(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 /// A failure before any verdict: one line on stderr, or with `--json` the service's error

@@ -37,6 +37,11 @@ pub struct MemoryArgs {
     /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].
     #[arg(long, help_heading = "Memory")]
     pub include_mtp: bool,
+    /// Plan once per value and print them side by side: OPTION=A,B,… with OPTION one of
+    /// weights-dtype, kv-dtype, engine (e.g. `--compare weights-dtype=bf16,fp8,int4`).
+    /// The sources are read once.
+    #[arg(long, value_name = "OPTION=A,B", value_parser = crate::compare::parse, help_heading = "Memory")]
+    pub compare: Option<crate::compare::Compare>,
     /// The engine whose memory accounting to follow: vllm (0.19.0), sglang (0.5.23) or
     /// llama.cpp [default: the engine its own flags below name, else llama.cpp for GGUF
     /// files and vllm otherwise].

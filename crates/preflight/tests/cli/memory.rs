@@ -93,6 +93,20 @@ fn bad_memory_options_exit_two_before_reading_anything() {
         (&["--gpu-utilization", "0"][..], "gpu_utilization"),
         (&["--kv-dtype", "int3"][..], "int3"),
         (&["--context", "18446744073709551616"][..], "--context"),
+        (&["--engine", "tgi"][..], "`tgi` is not one of vllm, sglang, llama.cpp"),
+        (&["--gpu-utilization", "1.5"][..], "1.5 is not a share in (0, 1]"),
+        (&["--mem-fraction-static", "0"][..], "mem_fraction_static"),
+        (
+            &["--engine", "vllm", "--ubatch", "256"][..],
+            "`ubatch` is a llama.cpp option, and the engine is vllm",
+        ),
+        (
+            &["--max-num-seqs", "8", "--flash-attn", "on"][..],
+            "`flash_attn` is a llama.cpp option and `max_num_seqs` a vllm one",
+        ),
+        (&["--block-size", "24"][..], "24 is not one of vLLM's block sizes"),
+        (&["--compare", "weights-dtype=bf16"][..], "at least two values"),
+        (&["--compare", "context=1,2"][..], "`context` cannot be compared"),
     ] {
         let mut argv = vec!["plan", missing];
         argv.extend_from_slice(args);
@@ -162,4 +176,91 @@ fn deepseek_v3_on_eight_h200s_fits_its_whole_context() {
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
+}
+
+/// Llama-3.1-8B as a download leaves it (sparse files of full size), and the CLI run on it.
+fn llama_8b(dir: &tempfile::TempDir, args: &[&str]) -> std::process::Output {
+    let repo = materialize("meta-llama/Llama-3.1-8B", dir.path());
+    let mut argv = vec!["plan", repo.to_str().expect("utf8")];
+    argv.extend_from_slice(args);
+    preflight(&argv)
+}
+
+#[test]
+fn a_plan_that_does_not_fit_exits_four_and_says_so_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = llama_8b(&dir, &["--devices", "l4:1", "--context", "128k"]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines().next().is_some_and(|l| l.starts_with("DOES NOT FIT")),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_plan_with_under_five_percent_to_spare_is_a_tight_fit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = |context: &str| -> Value {
+        let out = llama_8b(&dir, &["--json", "--devices", "l4:1", "--context", context]);
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let codes = |v: &Value| -> Vec<String> {
+        v["artifacts"][0]["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter_map(|f| f["code"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let roomy = json("4096");
+    assert_eq!(roomy["memory"]["fits"], true);
+    assert!(!codes(&roomy).contains(&"memory.tight_fit".to_owned()));
+    // At the longest context that fits, the KV cache takes what the budget had left.
+    let longest = roomy["memory"]["max_context_that_fits"].as_u64().expect("longest");
+    let tight = json(&longest.to_string());
+    assert_eq!(tight["memory"]["fits"], true);
+    let device = &tight["memory"]["per_device"][0];
+    let headroom = device["headroom_bytes"].as_i64().expect("headroom");
+    assert!(headroom >= 0 && headroom * 20 < device["usable_bytes"].as_i64().expect("usable"));
+    assert!(
+        codes(&tight).contains(&"memory.tight_fit".to_owned()),
+        "{:?}",
+        codes(&tight)
+    );
+}
+
+#[test]
+fn compare_plans_each_value_side_by_side() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = [
+        "--devices",
+        "h100-80gb:1",
+        "--context",
+        "32k",
+        "--compare",
+        "weights-dtype=bf16,fp8",
+    ];
+    let out = llama_8b(&dir, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("COMPARE --weights-dtype"), "{text}");
+    assert!(text.contains("  bf16 ") && text.contains("  fp8 "), "{text}");
+    let mut json_args = vec!["--json"];
+    json_args.extend_from_slice(&args);
+    let v: Value = serde_json::from_slice(&llama_8b(&dir, &json_args).stdout).expect("json");
+    let rows = v["compare"]["rows"].as_array().expect("rows");
+    assert_eq!(v["compare"]["option"], "weights_dtype");
+    let figure = |row: &Value, key: &str| row["memory"]["per_rank"][key].as_u64().expect(key);
+    let pool = |row: &Value| row["memory"]["kv_pool_bytes"].as_u64().expect("pool");
+    assert_eq!(
+        (rows[0]["value"].as_str(), rows[1]["value"].as_str()),
+        (Some("bf16"), Some("fp8"))
+    );
+    // FP8 halves the linear layers' bytes, and the budget that frees goes to the KV pool.
+    assert!(figure(&rows[1], "weights_bytes") < figure(&rows[0], "weights_bytes"));
+    assert_eq!(
+        pool(&rows[1]) - pool(&rows[0]),
+        figure(&rows[0], "weights_bytes") - figure(&rows[1], "weights_bytes")
+    );
 }

@@ -1,0 +1,129 @@
+//! `--compare OPTION=A,B,…`: one staging, one plan per value, and a side-by-side table of
+//! what each costs — the what-if operators ask ("FP8 or BF16?") without re-reading anything.
+
+use std::fmt::Write as _;
+
+use preflight_formats::facts::ArtifactFacts;
+use preflight_plan::{PlanOptions, Verdict};
+
+use crate::render::{bytes, thousands};
+
+/// The options `--compare` can vary, by their flag name.
+const COMPARABLE: &[&str] = &["weights-dtype", "kv-dtype", "engine"];
+
+/// One option and the values to plan it at, each already a full set of options.
+#[derive(Debug, Clone)]
+pub struct Compare {
+    option: &'static str,
+    values: Vec<String>,
+}
+
+/// `weights-dtype=bf16,fp8`: the option must be comparable and every value valid for it.
+pub fn parse(s: &str) -> Result<Compare, String> {
+    let (key, values) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not OPTION=VALUE,VALUE (e.g. weights-dtype=bf16,fp8)"))?;
+    let key = key.trim().trim_start_matches("--");
+    let option = COMPARABLE
+        .iter()
+        .find(|c| **c == key || c.replace('-', "_") == key)
+        .ok_or_else(|| format!("`{key}` cannot be compared; choose one of {}", COMPARABLE.join(", ")))?;
+    let values: Vec<String> = values
+        .split(',')
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .collect();
+    if values.len() < 2 {
+        return Err(format!("`{s}`: give at least two values to compare"));
+    }
+    let compare = Compare { option, values };
+    compare.variants(&PlanOptions::default())?;
+    Ok(compare)
+}
+
+impl Compare {
+    /// The base options with the compared option set to each value in turn.
+    pub fn variants(&self, base: &PlanOptions) -> Result<Vec<PlanOptions>, String> {
+        self.values
+            .iter()
+            .map(|value| {
+                let mut options = base.clone();
+                let parsed = match self.option {
+                    "weights-dtype" => value.parse().map(|d| options.weights_dtype = Some(d)),
+                    "kv-dtype" => value.parse().map(|d| options.kv_dtype = Some(d)),
+                    _ => value.parse().map(|e| options.engine = Some(e)),
+                };
+                parsed.map_err(|e| format!("--compare {}: {}", self.option, e.message))?;
+                options
+                    .validate()
+                    .map_err(|e| format!("--compare {}={value}: {}: {}", self.option, e.option, e.message))?;
+                Ok(options)
+            })
+            .collect()
+    }
+}
+
+/// Plan each variant; the verdicts in value order.
+pub fn plan(facts: &[ArtifactFacts], variants: &[PlanOptions]) -> Vec<Verdict> {
+    variants.iter().map(|o| preflight_plan::plan(facts, o)).collect()
+}
+
+pub fn json(compare: &Compare, verdicts: &[Verdict]) -> serde_json::Result<String> {
+    let rows = compare
+        .values
+        .iter()
+        .zip(verdicts)
+        .map(|(value, v)| {
+            Ok(serde_json::json!({
+                "value": value,
+                "admissible": v.admissible,
+                "memory": serde_json::to_value(&v.memory)?,
+            }))
+        })
+        .collect::<serde_json::Result<Vec<_>>>()?;
+    let table = serde_json::json!({ "compare": { "option": compare.option.replace('-', "_"), "rows": rows } });
+    serde_json::to_string_pretty(&table)
+}
+
+pub fn text(compare: &Compare, verdicts: &[Verdict]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "COMPARE --{}", compare.option);
+    let header = [
+        "value",
+        "weights/rank",
+        "KV pool/rank",
+        "pool tokens",
+        "concurrency",
+        "fits",
+        "max context",
+    ];
+    let mut rows: Vec<[String; 7]> = vec![header.map(str::to_owned)];
+    for (value, v) in compare.values.iter().zip(verdicts) {
+        let m = v.memory.as_ref();
+        let rank = m.and_then(|m| m.per_rank.as_ref());
+        let dash = || "—".to_owned();
+        rows.push([
+            value.clone(),
+            rank.map_or_else(dash, |r| bytes(r.weights_bytes)),
+            m.and_then(|m| m.kv_pool_bytes).map_or_else(dash, bytes),
+            m.and_then(|m| m.kv_pool_tokens).map_or_else(dash, thousands),
+            m.and_then(|m| m.max_concurrency)
+                .map_or_else(dash, |c| format!("{c:.2}")),
+            match (v.admissible, m.and_then(|m| m.fits)) {
+                (false, _) => "inadmissible".to_owned(),
+                (true, Some(true)) => "yes".to_owned(),
+                (true, Some(false)) => "NO".to_owned(),
+                (true, None) => "—".to_owned(),
+            },
+            m.and_then(|m| m.max_context_that_fits).map_or_else(dash, thousands),
+        ]);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    for row in &rows {
+        let cells: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();
+        let _ = writeln!(out, "  {}", cells.join("  ").trim_end());
+    }
+    out
+}
