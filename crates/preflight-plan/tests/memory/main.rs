@@ -2,6 +2,7 @@
 //! llama.cpp's own allocations, and against the properties the plan must keep.
 //! One test binary, a module per area.
 
+mod engines;
 mod fail_closed;
 mod fit;
 mod glm_nemotron;

@@ -1,0 +1,100 @@
+//! Every engine places every bundled architecture: a per-rank figure and a KV pool, never a
+//! silent gap — hybrids (DeltaNet, Mamba), windows (sliding, chunked) and MLA with its
+//! indexer included — and vLLM's pool counts what its code reports.
+
+use crate::support::{GIB, plan_with, system_of};
+
+const REPOS: &[&str] = &[
+    "meta-llama/Llama-3.1-8B",
+    "Qwen/Qwen3-30B-A3B",
+    "Qwen/Qwen3.5-35B-A3B",
+    "nvidia/Nemotron-H-56B-Base-8K",
+    "google/gemma-3-1b-it",
+    "openai/gpt-oss-20b",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+    "nvidia/DeepSeek-V3.2-NVFP4",
+    "google/gemma-4-31B-it",
+    "MiniMaxAI/MiniMax-M2.7",
+    "deepseek-ai/DeepSeek-V3",
+];
+
+#[test]
+fn every_engine_places_every_architecture() {
+    for repo in REPOS {
+        for engine in ["vllm", "sglang"] {
+            let m = system_of(
+                &[repo],
+                &format!(r#"{{"engine": "{engine}", "devices": "h200:8", "context": 8192}}"#),
+            );
+            assert_eq!(m.engine.name, engine);
+            let rank = m
+                .per_rank
+                .as_ref()
+                .unwrap_or_else(|| panic!("{repo} on {engine}: no rank"));
+            assert!(rank.kv_cache_bytes > 0, "{repo} on {engine}");
+            let pool = m.kv_pool_bytes.expect("devices named");
+            assert_eq!(m.fits, Some(rank.total_bytes <= m.per_device[0].usable_bytes));
+            if pool > 0 {
+                assert!(m.kv_pool_tokens.is_some_and(|t| t > 0), "{repo} on {engine}");
+                assert!(m.max_concurrency.is_some_and(|c| c > 0.0), "{repo} on {engine}");
+            }
+        }
+    }
+}
+
+/// vLLM pages a sliding layer for its window plus a batch (`SlidingWindowSpec`), so at a
+/// context past the window gemma-3's request needs more pages than the cells SGLang holds.
+#[test]
+fn vllm_pages_a_window_plus_a_batch() {
+    let at = |engine: &str| {
+        system_of(
+            &["google/gemma-3-1b-it"],
+            &format!(r#"{{"engine": "{engine}", "devices": "h100-80gb:1", "context": 8192}}"#),
+        )
+        .per_rank
+        .expect("rank")
+        .kv_cache_bytes
+    };
+    // gemma-3-1b: 26 layers, 4 full and 22 sliding (window 512), 1 KV head of 256, bf16:
+    // 1,024 bytes a token a layer. SGLang's cells: 4 × 8,192 + 22 × 512 tokens.
+    assert_eq!(at("sglang"), 1_024 * (4 * 8_192 + 22 * 512));
+    // vLLM: one page size for both kinds, and a sliding layer keeps min(511 + 8,192, 8,192)
+    // tokens plus one block — more than its window.
+    assert!(at("vllm") > at("sglang"));
+}
+
+/// The pool's size in tokens follows `_report_kv_cache_config`: blocks per group times the
+/// block size. For a full-attention model that is pool ÷ bytes per token, to the block.
+#[test]
+fn a_uniform_pool_reports_whole_blocks_of_tokens() {
+    let m = system_of(
+        &["meta-llama/Llama-3.1-8B"],
+        r#"{"devices": "h100-80gb:1", "context": 8192, "block_size": 32}"#,
+    );
+    // 32 layers × 2 × 8 KV heads × 128 × 2 bytes = 131,072 bytes a token; blocks of 32.
+    let pool = m.kv_pool_bytes.expect("pool");
+    let blocks = pool / (131_072 * 32);
+    assert_eq!(m.kv_pool_tokens, Some(blocks * 32));
+    assert!(pool > 50 * GIB);
+    let concurrency = m.max_concurrency.expect("concurrency");
+    assert_eq!(concurrency, blocks as f64 / (8_192 / 32) as f64);
+}
+
+#[test]
+fn the_engine_is_named_with_its_version() {
+    let gguf = plan_with(&["Qwen/Qwen3-8B-GGUF"], r#"{"context": 4096}"#)
+        .memory
+        .expect("memory");
+    assert_eq!(gguf.engine.name, "llama.cpp");
+    let st = plan_with(&["Qwen/Qwen3-8B"], r#"{"context": 4096}"#)
+        .memory
+        .expect("memory");
+    assert_eq!(
+        (st.engine.name.as_str(), st.engine.version.as_str()),
+        ("vllm", "0.19.0")
+    );
+    let implied = plan_with(&["Qwen/Qwen3-8B"], r#"{"mem_fraction_static": 0.8}"#)
+        .memory
+        .expect("memory");
+    assert_eq!(implied.engine.name, "sglang");
+}
