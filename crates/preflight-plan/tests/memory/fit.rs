@@ -179,3 +179,30 @@ fn an_open_count_the_model_never_fits_says_so() {
         .expect("the choice is said");
     assert!(finding.detail.contains("no count of"), "{}", finding.detail);
 }
+
+/// DECISIONS' Llama-3.1-70B example: on two H100s at 32k, vLLM's own accounting leaves no room
+/// (65.7 GiB of weights a rank, the profile run's activations and NCCL buffers, against
+/// 0.9 × 80 GiB), so it does not fit; with no count, the smallest count that does is 4.
+#[test]
+fn llama_3_1_70b_does_not_fit_two_h100s_at_32k() {
+    let two = system_of(
+        &["meta-llama/Llama-3.1-70B"],
+        r#"{"devices": "h100-80gb:2", "context": 32768}"#,
+    );
+    assert_eq!(two.fits, Some(false));
+    let rank = two.per_rank.as_ref().expect("rank");
+    assert!(
+        rank.weights_bytes > 65 * GIB && rank.weights_bytes < 66 * GIB,
+        "{}",
+        rank.weights_bytes
+    );
+    assert!(rank.activation_bytes + rank.non_torch_bytes > 3 * GIB);
+    assert!(two.per_device[0].headroom_bytes < 0);
+    let open = plan_with(
+        &["meta-llama/Llama-3.1-70B"],
+        r#"{"devices": "h100-80gb", "context": 32768}"#,
+    );
+    assert!(codes(&open, 0).contains(&"memory.devices_chosen".to_owned()));
+    let m = open.memory.expect("memory");
+    assert_eq!((m.per_device.len(), m.fits), (4, Some(true)));
+}

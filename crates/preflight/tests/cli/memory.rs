@@ -264,3 +264,20 @@ fn compare_plans_each_value_side_by_side() {
         figure(&rows[0], "weights_bytes") - figure(&rows[1], "weights_bytes")
     );
 }
+
+#[test]
+fn llama_3_1_70b_on_two_h100s_at_32k_does_not_fit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("meta-llama/Llama-3.1-70B", dir.path());
+    let out = preflight(&[
+        "plan",
+        repo.to_str().expect("utf8"),
+        "--devices",
+        "h100-80gb:2",
+        "--context",
+        "32k",
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("DOES NOT FIT"), "{text}");
+}
