@@ -9,6 +9,7 @@ mod hybrid;
 mod kv;
 mod kv_gemma4_llama4;
 mod llamacpp;
+mod llamacpp_oracle;
 mod properties;
 mod support;
 mod weights;
