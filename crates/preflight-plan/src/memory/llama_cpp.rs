@@ -38,6 +38,10 @@ pub struct Knobs {
     pub flash_attn: bool,
     /// `--n-gpu-layers`: `None` is every layer and the output layer.
     pub gpu_layers: Option<u64>,
+    /// `--kv-unified`: one stream for every sequence.
+    pub kv_unified: bool,
+    /// `--swa-full`: windowed layers cache every cell.
+    pub swa_full: bool,
 }
 
 impl Knobs {
@@ -47,41 +51,58 @@ impl Knobs {
             ubatch: options.ubatch.unwrap_or(DEFAULT_UBATCH).min(batch),
             flash_attn: options.flash_attn.unwrap_or(true),
             gpu_layers: options.gpu_layers,
+            kv_unified: options.kv_unified,
+            swa_full: options.swa_full,
         }
     }
 }
 
-/// The context llama.cpp creates for `sequences` sequences of `context` tokens: non-unified
-/// KV (the tools' default), so one stream per sequence, each of `n_ctx_seq` cells.
+/// The context llama.cpp creates for `sequences` sequences of `context` tokens: by default
+/// (non-unified KV) one stream a sequence, each of `n_ctx_seq` cells; unified, one stream of
+/// them all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Context {
-    /// `n_ctx_seq`: cells one stream holds, `context` padded to 256.
+    /// `n_ctx_seq`: cells one stream holds, padded to 256.
     pub cells: u64,
-    /// `n_stream`, which is `n_seq_max`.
+    /// `n_stream`: `n_seq_max`, or 1 unified.
     pub streams: u64,
+    /// `n_seq_max`.
+    pub sequences: u64,
     /// Tokens of the worst-case graph: `min(n_ctx, n_ubatch)` (`sched_reserve`).
     pub tokens: u64,
     pub ubatch: u64,
+    /// Windows a windowed stream keeps: every sequence's when unified.
+    windows: u64,
+    swa_full: bool,
 }
 
 impl Context {
     pub fn new(context: u64, sequences: u64, knobs: &Knobs) -> Context {
-        let streams = sequences.max(1);
-        let cells = pad(context.max(1));
+        let sequences = sequences.max(1);
+        let (cells, streams) = match knobs.kv_unified {
+            true => (pad(context.max(1).saturating_mul(sequences)), 1),
+            false => (pad(context.max(1)), sequences),
+        };
         Context {
             cells,
             streams,
+            sequences,
             tokens: cells.saturating_mul(streams).min(knobs.ubatch),
             ubatch: knobs.ubatch,
+            windows: if knobs.kv_unified { sequences } else { 1 },
+            swa_full: knobs.swa_full,
         }
     }
 
     /// Cells a stream of this cache holds: the whole `n_ctx_seq`, or for a windowed layer
-    /// `GGML_PAD(min(n_ctx_seq, n_swa + n_ubatch), 256)` (`swa_full` off, as the tools run).
+    /// `GGML_PAD(min(n_ctx_seq, n_swa × (unified ? n_seq_max : 1) + n_ubatch), 256)` unless
+    /// `swa_full`.
     pub fn cells_of(&self, cache: &LayerCache) -> u64 {
         match cache.cap {
-            Some(window) => pad(self.cells.min(window.saturating_add(self.ubatch))),
-            None => self.cells,
+            Some(window) if !self.swa_full => pad(self
+                .cells
+                .min(window.saturating_mul(self.windows).saturating_add(self.ubatch))),
+            _ => self.cells,
         }
     }
 
@@ -94,8 +115,8 @@ impl Context {
         };
         per_token
             .saturating_mul(self.cells_of(cache))
-            .saturating_add(per_sequence)
             .saturating_mul(self.streams)
+            .saturating_add(per_sequence.saturating_mul(self.sequences))
     }
 
     pub fn kv(&self, caches: &[LayerCache], rank: bool) -> u64 {
@@ -107,7 +128,7 @@ impl Context {
     /// The output buffer `output_reserve(n_seq_max)` allocates at construction: one row of
     /// f32 logits per sequence (llama-context.cpp:2141).
     pub fn output(&self, shape: &Shape) -> u64 {
-        shape.vocab.saturating_mul(F32).saturating_mul(self.streams)
+        shape.vocab.saturating_mul(F32).saturating_mul(self.sequences)
     }
 
     /// The compute buffer: ggml-alloc's peak over the worst-case graph `sched_reserve` builds
@@ -258,6 +279,8 @@ mod tests {
             ubatch: 512,
             flash_attn: true,
             gpu_layers: None,
+            kv_unified: false,
+            swa_full: false,
         };
         // 10,000 tokens: n_ctx 10,240, as llama.cpp logs it.
         let one = Context::new(10_000, 1, &knobs);
@@ -267,6 +290,16 @@ mod tests {
         assert_eq!((four.cells, four.streams), (2_560, 4));
         // A short context reserves a graph of fewer tokens than the micro-batch.
         assert_eq!(Context::new(100, 1, &knobs).tokens, 256);
+        // Unified: one stream of all four sequences' cells.
+        let unified = Context::new(
+            2_500,
+            4,
+            &Knobs {
+                kv_unified: true,
+                ..knobs
+            },
+        );
+        assert_eq!((unified.cells, unified.streams, unified.sequences), (10_240, 1, 4));
     }
 
     #[test]
