@@ -108,20 +108,17 @@ impl Context {
 
     /// Bytes one layer of this group allocates: K (and V unless MLA) rows for every cell of
     /// every stream; a recurrent layer's r and s rows for each of `n_seq_max` sequences.
-    pub fn layer_bytes(&self, cache: &LayerCache, rank: bool) -> u64 {
-        let (per_token, per_sequence) = match rank {
-            true => (cache.per_token_rank, cache.per_sequence_rank),
-            false => (cache.per_token, cache.per_sequence),
-        };
-        per_token
+    pub fn layer_bytes(&self, cache: &LayerCache) -> u64 {
+        cache
+            .per_token
             .saturating_mul(self.cells_of(cache))
             .saturating_mul(self.streams)
-            .saturating_add(per_sequence.saturating_mul(self.sequences))
+            .saturating_add(cache.per_sequence.saturating_mul(self.sequences))
     }
 
-    pub fn kv(&self, caches: &[LayerCache], rank: bool) -> u64 {
+    pub fn kv(&self, caches: &[LayerCache]) -> u64 {
         caches.iter().fold(0u64, |acc, c| {
-            acc.saturating_add(self.layer_bytes(c, rank).saturating_mul(c.layers))
+            acc.saturating_add(self.layer_bytes(c).saturating_mul(c.layers))
         })
     }
 
@@ -214,33 +211,37 @@ impl Buffers {
     }
 }
 
-/// llama.cpp's buffers for `sizing` at `context` tokens a sequence, on one rank of the target.
-/// Without a device the target is the CPU backend (what `oracles/llamacpp/` measured); with
-/// one, layers are offloaded as `--gpu-layers` says and the compute buffer is modelled the
-/// same way (a GPU backend's own figure is not verified).
-pub fn buffers(sizing: &Sizing, context: u64, target: &Target, rank_weights: u64) -> Buffers {
+/// llama.cpp's buffers for `sizing` at `context` tokens a sequence, on one device of the
+/// target. Without a device the target is the CPU backend (what `oracles/llamacpp/`
+/// measured); with devices, layers are offloaded as `--gpu-layers` says and spread evenly
+/// over the devices (`--split-mode layer`, the default: llama.cpp splits layers, not
+/// tensors), each with a compute buffer modelled as the CPU's (a GPU backend's own figure is
+/// not verified).
+pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     let knobs = Knobs::resolve(target.options);
     let ctx = Context::new(context, sizing.sequences, &knobs);
-    let kv = ctx.kv(&sizing.caches, true);
+    let kv = ctx.kv(&sizing.caches);
     let compute = ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn);
     let output = ctx.output(&sizing.shape);
     if target.device.is_none() {
         return Buffers {
-            weights: rank_weights,
+            weights: sizing.weights,
             kv,
             compute,
             output,
-            host: rank_weights
+            host: sizing
+                .weights
                 .saturating_add(kv)
                 .saturating_add(compute)
                 .saturating_add(output),
         };
     }
+    let devices = sizing.tensor_parallel.max(1);
     let layers = sizing.layer_groups.len() as u64;
     let (host_layers, host_output) = host_layers(knobs.gpu_layers, layers);
     let kept = usize::try_from(host_layers).unwrap_or(usize::MAX);
     let host_kv = sizing.layer_groups.iter().take(kept).flatten().fold(0u64, |acc, g| {
-        acc.saturating_add(sizing.caches.get(*g).map_or(0, |c| ctx.layer_bytes(c, true)))
+        acc.saturating_add(sizing.caches.get(*g).map_or(0, |c| ctx.layer_bytes(c)))
     });
     let layer_weights = |range: &[u64]| range.iter().fold(0u64, |acc, b| acc.saturating_add(*b));
     let all_layers = layer_weights(&sizing.layer_weights);
@@ -261,8 +262,12 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target, rank_weights: u64
         ))
         .saturating_add(if host_output { output_layer } else { 0 });
     Buffers {
-        weights: rank_weights.saturating_sub(host_weights).saturating_add(duplicate),
-        kv: kv.saturating_sub(host_kv),
+        weights: sizing
+            .weights
+            .saturating_sub(host_weights)
+            .saturating_add(duplicate)
+            .div_ceil(devices),
+        kv: kv.saturating_sub(host_kv).div_ceil(devices),
         compute,
         output,
         host: host_weights.saturating_add(host_kv).saturating_add(output),

@@ -707,7 +707,7 @@ impl Sizing {
             // SGLang's activations live in the share `mem_fraction_static` leaves out.
             (Engine::Sglang, false) => (self.kv(context, true), 0, 0),
             (Engine::LlamaCpp, false) => {
-                let buffers = llama_cpp::buffers(self, context, target, weights_bytes);
+                let buffers = llama_cpp::buffers(self, context, target);
                 let (weights, kv, activation) = buffers.on_target(target.device.is_some());
                 return Some(rank_memory(tp, weights, kv, activation, 0));
             }
@@ -739,15 +739,14 @@ impl Sizing {
                     bytes_per_sequence_per_layer: state.then_some(c.per_sequence),
                     tokens_per_sequence: (!state).then(|| llama.map_or(c.tokens(context), |l| l.cells_of(c))),
                     bytes: llama.map_or(c.bytes(context, self.sequences, false), |l| {
-                        l.layer_bytes(c, false).saturating_mul(c.layers)
+                        l.layer_bytes(c).saturating_mul(c.layers)
                     }),
                 }
             })
             .collect();
-        let kv_cache_bytes = llama.map_or(self.kv(context, false), |l| l.kv(&self.caches, false));
+        let kv_cache_bytes = llama.map_or(self.kv(context, false), |l| l.kv(&self.caches));
         let per_rank = self.rank(context, target);
-        let buffers =
-            llama.map(|_| llama_cpp::buffers(self, context, target, self.rank_weights.unwrap_or(self.weights)));
+        let buffers = llama.map(|_| llama_cpp::buffers(self, context, target));
         // Activations as one rank holds them (they are not split by tensor parallelism);
         // llama.cpp's compute buffer and its output buffer, wherever that sits.
         let activation_bytes = match buffers {

@@ -262,3 +262,16 @@ fn without_devices_everything_is_in_host_ram() {
     let m = verdict.artifacts[0].memory.clone().expect("memory");
     assert_eq!(m.host_bytes, Some(m.total_bytes));
 }
+
+#[test]
+fn several_devices_split_the_offloaded_layers_between_them() {
+    // llama.cpp's default `--split-mode layer`: each of two devices holds half the offloaded
+    // weights and half the KV, and a compute buffer of its own.
+    let json = r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:2"}"#;
+    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json));
+    let m = verdict.artifacts[0].memory.clone().expect("memory");
+    let rank = m.per_rank.clone().expect("per rank");
+    assert_eq!(rank.weights_bytes, (m.weights_bytes - LLAMA_TOKEN_EMBD).div_ceil(2));
+    assert_eq!(rank.kv_cache_bytes, 32 * LLAMA_LAYER_KV / 2);
+    assert_eq!(rank.activation_bytes, m.activation_bytes - LLAMA_OUTPUT);
+}
