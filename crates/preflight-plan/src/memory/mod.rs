@@ -212,7 +212,11 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings:
             }
         }
     }
-    let kv_projection_excess = tensor_parallel_split(model, &layers, tp);
+    // llama.cpp splits layers between devices, not tensors: any count will do.
+    let kv_projection_excess = match engine {
+        Engine::LlamaCpp => Some(0),
+        Engine::Vllm | Engine::Sglang => tensor_parallel_split(model, &layers, tp),
+    };
     if kv_projection_excess.is_none() {
         findings.push(
             Code::MemoryTensorParallelInvalid,

@@ -275,3 +275,16 @@ fn several_devices_split_the_offloaded_layers_between_them() {
     assert_eq!(rank.kv_cache_bytes, 32 * LLAMA_LAYER_KV / 2);
     assert_eq!(rank.activation_bytes, m.activation_bytes - LLAMA_OUTPUT);
 }
+
+#[test]
+fn any_device_count_splits_layers_where_tensor_parallelism_could_not() {
+    // gemma-3-1b's 4 heads and one KV head do not split three ways as tensors; llama.cpp
+    // splits layers, so three devices are a plan, not a refusal.
+    let json = r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:3"}"#;
+    let verdict = plan(&[facts("gemma-3-1b-it-Q4_K_M-like.gguf")], &options(json));
+    let codes: Vec<&str> = verdict.artifacts[0].findings.iter().map(|f| f.code.as_str()).collect();
+    assert!(!codes.contains(&"memory.tensor_parallel_invalid"), "{codes:?}");
+    let m = verdict.artifacts[0].memory.clone().expect("memory");
+    assert!(m.per_rank.is_some());
+    assert_eq!(verdict.memory.expect("system").per_device.len(), 3);
+}
