@@ -308,6 +308,22 @@ mod tests {
     }
 
     #[test]
+    fn recurrent_state_is_f32_whatever_the_model_pins() {
+        let mamba = Mixer::Mamba {
+            conv_dim: 8,
+            conv_kernel: 4,
+            heads: 2,
+            head_dim: 4,
+            state_size: 16,
+            state_dtype: StateDtype::F16,
+        };
+        assert_eq!(engine_mixer(mamba), mamba.with_state_dtype(StateDtype::F32));
+        assert_ne!(engine_mixer(mamba), mamba);
+        let attention = Mixer::full(8, 128);
+        assert_eq!(engine_mixer(attention), attention);
+    }
+
+    #[test]
     fn gpu_layers_offload_the_output_layer_first() {
         assert_eq!(host_layers(None, 32), (0, false));
         assert_eq!(host_layers(Some(0), 32), (32, true));
