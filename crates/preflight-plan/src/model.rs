@@ -115,6 +115,43 @@ impl Mixer {
         }
     }
 
+    /// The same recurrent layer with its state kept in `dtype` (an engine that pins it).
+    pub fn with_state_dtype(self, dtype: StateDtype) -> Mixer {
+        match self {
+            Mixer::LinearAttention {
+                conv_dim,
+                conv_kernel,
+                heads,
+                key_dim,
+                value_dim,
+                ..
+            } => Mixer::LinearAttention {
+                conv_dim,
+                conv_kernel,
+                heads,
+                key_dim,
+                value_dim,
+                state_dtype: dtype,
+            },
+            Mixer::Mamba {
+                conv_dim,
+                conv_kernel,
+                heads,
+                head_dim,
+                state_size,
+                ..
+            } => Mixer::Mamba {
+                conv_dim,
+                conv_kernel,
+                heads,
+                head_dim,
+                state_size,
+                state_dtype: dtype,
+            },
+            other => other,
+        }
+    }
+
     /// The wire form: the layer's kind and the numbers that decide its cache.
     pub fn wire(self) -> Attention {
         match self {

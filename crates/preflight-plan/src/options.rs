@@ -102,6 +102,14 @@ pub struct PlanOptions {
     /// KV cache) kept in host RAM. Default: all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_layers: Option<u64>,
+    /// llama.cpp `--kv-unified`: one KV stream of `context × sequences` cells that every
+    /// sequence shares, instead of a stream a sequence. Default off, as llama.cpp's tools.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kv_unified: bool,
+    /// llama.cpp `--swa-full`: sliding-window layers cache the whole context instead of the
+    /// window and a micro-batch. Default off, as llama.cpp's tools.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub swa_full: bool,
 }
 
 /// A serving engine whose memory accounting preflight models (see `docs/memory.md`).
@@ -269,6 +277,8 @@ impl PlanOptions {
             ("ubatch", Engine::LlamaCpp, self.ubatch.is_some()),
             ("flash_attn", Engine::LlamaCpp, self.flash_attn.is_some()),
             ("gpu_layers", Engine::LlamaCpp, self.gpu_layers.is_some()),
+            ("kv_unified", Engine::LlamaCpp, self.kv_unified),
+            ("swa_full", Engine::LlamaCpp, self.swa_full),
         ]
         .into_iter()
         .filter(|(_, _, given)| *given)
@@ -834,5 +844,14 @@ mod tests {
         let too_many = format!("h100-80gb:{}", MAX_DEVICES + 1);
         assert!(too_many.parse::<Devices>().is_err());
         assert!("h100-80gb:18446744073709551615,l4:5".parse::<Devices>().is_err());
+    }
+
+    #[test]
+    fn llama_cpp_cache_knobs_belong_to_llama_cpp() {
+        let unified: PlanOptions = serde_json::from_str(r#"{"kv_unified": true, "swa_full": true}"#).expect("options");
+        assert_eq!(unified.validate(), Ok(()));
+        assert_eq!(unified.engine_for(false), Engine::LlamaCpp);
+        let vllm: PlanOptions = serde_json::from_str(r#"{"engine": "vllm", "swa_full": true}"#).expect("options");
+        assert_eq!(vllm.validate().map_err(|e| e.option), Err("swa_full"));
     }
 }

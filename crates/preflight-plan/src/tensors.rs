@@ -265,6 +265,9 @@ pub fn fold(records: &[Record], names: &DtypeNames, model: Option<&Model>, findi
     let mut embedding_stored = false;
     for record in records {
         add(&mut weights_bytes, record.bytes);
+        if let (Some(layer), Kind::Param { .. } | Kind::Scale { owner: Some(_) }) = (record.layer, record.kind) {
+            layout.add_layer(layer, record.bytes);
+        }
         match record.kind {
             Kind::Param {
                 component: Component::Buffer,

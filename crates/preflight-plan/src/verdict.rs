@@ -361,6 +361,12 @@ pub struct ArtifactMemory {
     /// nothing else is known, and nothing is said to fit.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lower_bound: bool,
+    /// llama.cpp: bytes in host RAM rather than on the devices — everything on the CPU
+    /// backend (no devices named); with devices, the token embedding (llama.cpp never
+    /// offloads the input layer), the layers `gpu_layers` leaves behind with their KV cache,
+    /// and the output buffer. Absent for other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_bytes: Option<u64>,
     /// What each tensor-parallel rank holds; absent when the model cannot be split this way
     /// (see the `memory.tensor_parallel_invalid` finding).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -124,3 +124,36 @@ pub fn single_file(
         staging: StagingStats::default(),
     }
 }
+
+/// A GGUF from a gzipped header stub and its full file size (the form `fixtures/oracles/`
+/// keeps), as the facts staging would hand the planner for the whole file.
+pub fn gguf_stub(stub_gz: &Path, size: u64) -> ArtifactFacts {
+    use std::io::Read;
+    let mut header = Vec::new();
+    flate2::read::GzDecoder::new(fs::File::open(stub_gz).expect("stub"))
+        .read_to_end(&mut header)
+        .expect("gunzip stub");
+    let name = stub_gz
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".stub.gz"))
+        .unwrap_or("model.gguf")
+        .to_owned();
+    ArtifactFacts {
+        source: SourceRef {
+            spec: name.clone(),
+            ..SourceRef::default()
+        },
+        config: None,
+        quant_config: None,
+        content: Content::Gguf {
+            parts: vec![GgufFile {
+                name,
+                size: Some(size),
+                header: preflight_formats::gguf::parse(&header, Some(size)).expect("gguf header"),
+            }],
+            missing_parts: vec![],
+        },
+        staging: StagingStats::default(),
+    }
+}

@@ -82,6 +82,12 @@ pub struct MemoryArgs {
     /// RAM [default: all].
     #[arg(long, value_name = "N", help_heading = "Engine")]
     pub gpu_layers: Option<u64>,
+    /// llama.cpp: one KV stream shared by every sequence instead of one each.
+    #[arg(long, help_heading = "Engine")]
+    pub kv_unified: bool,
+    /// llama.cpp: sliding-window layers cache the whole context, not the window.
+    #[arg(long, help_heading = "Engine")]
+    pub swa_full: bool,
 }
 
 fn parse_mem_fraction(s: &str) -> Result<Fraction, OptionsError> {
@@ -155,6 +161,8 @@ impl MemoryArgs {
             ubatch: self.ubatch,
             flash_attn: self.flash_attn,
             gpu_layers: self.gpu_layers,
+            kv_unified: self.kv_unified,
+            swa_full: self.swa_full,
         };
         options.validate()?;
         Ok(options)

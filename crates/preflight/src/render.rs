@@ -255,6 +255,14 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
         "estimate (docs/memory.md)".into(),
     );
     line(out, "total", m.total_bytes, String::new());
+    if let Some(host) = m.host_bytes {
+        line(
+            out,
+            "host RAM",
+            host,
+            "llama.cpp: what stays off the devices (docs/memory.md § llama.cpp)".into(),
+        );
+    }
     match &m.per_rank {
         Some(rank) if rank.tensor_parallel > 1 => line(
             out,

@@ -4,6 +4,7 @@
 //! formula and the engine code it follows. **Fails closed:** when an artifact's memory
 //! cannot be known, it gets a `memory.unavailable` finding, never a guessed number.
 
+mod llama_cpp;
 mod sglang;
 mod vllm;
 
@@ -17,12 +18,6 @@ use crate::verdict::{
     ArtifactMemory, CacheKind, Component, DeviceMemory, EngineInfo, Format, KvCacheGroup, LimitedBy, Memory,
     Parameters, RankMemory,
 };
-
-/// llama.cpp's default `n_ubatch`: the tokens one forward pass holds activations for.
-const ACTIVATION_UBATCH_TOKENS: u64 = 512;
-
-/// llama.cpp computes activations and logits in f32.
-const ACTIVATION_ELEMENT_BYTES: u64 = 4;
 
 /// Logical parameters and stored bytes of one slice of the weights.
 #[derive(Debug, Default, Clone, Copy)]
@@ -39,6 +34,9 @@ pub struct WeightsLayout {
     /// Bytes of tensors no component claims (a blocking finding already says so); held
     /// whole by every rank, the conservative choice.
     unplaced_bytes: u64,
+    /// Bytes of each decoder layer's tensors: what llama.cpp leaves in host RAM for the
+    /// layers `--gpu-layers` does not offload.
+    layer_bytes: BTreeMap<u32, u64>,
 }
 
 impl WeightsLayout {
@@ -46,6 +44,11 @@ impl WeightsLayout {
         let share = self.parts.entry((component, placement)).or_default();
         share.params = share.params.saturating_add(params);
         share.bytes = share.bytes.saturating_add(bytes);
+    }
+
+    pub fn add_layer(&mut self, layer: u32, bytes: u64) {
+        let held = self.layer_bytes.entry(layer).or_default();
+        *held = held.saturating_add(bytes);
     }
 
     pub fn add_unplaced(&mut self, bytes: u64) {
@@ -85,6 +88,13 @@ pub struct Sizing {
     rank_weights: Option<u64>,
     /// The architecture was refused: only the stored weights are known, as a lower bound.
     lower_bound: bool,
+    /// Each decoder layer's group in `caches` (`None`: it caches nothing), in layer order.
+    layer_groups: Vec<Option<usize>>,
+    /// Each decoder layer's weight bytes, and the token embedding's.
+    layer_weights: Vec<u64>,
+    embedding_weights: u64,
+    /// No stored lm_head: the output layer is the token embedding again.
+    tied_output: bool,
 }
 
 /// Layers that cache alike.
@@ -175,19 +185,38 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings:
         None => kv_dtype,
         Some(_) => model_dtype(model, inputs.format, inputs.parameters).map_or(kv_dtype, |(d, _)| d),
     };
+    // llama.cpp keeps recurrent state in F32, conv rows and SSM rows alike.
+    let (state_base, mixer_for): (KvDtype, fn(Mixer) -> Mixer) = match engine {
+        Engine::LlamaCpp => (KvDtype::F32, llama_cpp::engine_mixer),
+        Engine::Vllm | Engine::Sglang => (state_base, |m| m),
+    };
     let mut caches: Vec<LayerCache> = Vec::new();
+    let mut layer_groups = Vec::with_capacity(layers.len());
     for (layer, mixer) in layers.iter().enumerate() {
-        let cache = match layer_cache(*mixer, kv_dtype, state_base, tp) {
+        let cache = match layer_cache(mixer_for(*mixer), kv_dtype, state_base, tp) {
             Ok(Some(cache)) => cache,
-            Ok(None) => continue,
+            Ok(None) => {
+                layer_groups.push(None);
+                continue;
+            }
             Err(why) => return unavailable(findings, &format!("layer {layer}"), why),
         };
-        match caches.iter_mut().find(|c| c.alike(&cache)) {
-            Some(group) => group.layers += 1,
-            None => caches.push(cache),
+        match caches.iter().position(|c| c.alike(&cache)) {
+            Some(group) => {
+                caches[group].layers += 1;
+                layer_groups.push(Some(group));
+            }
+            None => {
+                layer_groups.push(Some(caches.len()));
+                caches.push(cache);
+            }
         }
     }
-    let kv_projection_excess = tensor_parallel_split(model, &layers, tp);
+    // llama.cpp splits layers between devices, not tensors: any count will do.
+    let kv_projection_excess = match engine {
+        Engine::LlamaCpp => Some(0),
+        Engine::Vllm | Engine::Sglang => tensor_parallel_split(model, &layers, tp),
+    };
     if kv_projection_excess.is_none() {
         findings.push(
             Code::MemoryTensorParallelInvalid,
@@ -226,6 +255,23 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings:
         tensor_parallel: tp,
         rank_weights,
         lower_bound: false,
+        layer_weights: (0..layers.len() as u64)
+            .map(|l| {
+                u32::try_from(l)
+                    .ok()
+                    .and_then(|l| inputs.layout.layer_bytes.get(&l))
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .collect(),
+        embedding_weights: inputs
+            .layout
+            .parts
+            .iter()
+            .filter(|((c, _), _)| *c == Component::Embedding)
+            .fold(0u64, |acc, (_, s)| acc.saturating_add(s.bytes)),
+        tied_output: !inputs.layout.parts.keys().any(|(c, _)| *c == Component::LmHead),
+        layer_groups,
     })
 }
 
@@ -271,6 +317,10 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: Engine, fin
         tensor_parallel: tp,
         rank_weights: Some(rank),
         lower_bound: true,
+        layer_groups: Vec::new(),
+        layer_weights: Vec::new(),
+        embedding_weights: 0,
+        tied_output: false,
     }
 }
 
@@ -530,6 +580,8 @@ fn part_bytes(component: Component, share: Share, what_if: Option<WeightsDtype>)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Shape {
     hidden: u64,
+    /// Query heads (llama.cpp's KQ scores are one row a head).
+    heads: u64,
     vocab: u64,
     /// Query heads × head width (the attention output's width).
     q_width: u64,
@@ -569,6 +621,7 @@ impl Shape {
             .unwrap_or((model.hidden, model.hidden.saturating_mul(2)));
         Shape {
             hidden: model.hidden,
+            heads: model.heads,
             vocab: model.vocab,
             q_width,
             kv_width,
@@ -639,27 +692,6 @@ impl Sizing {
         vllm::Pool::new(&self.caches, &target.vllm_knobs(self.mla()))
     }
 
-    /// llama.cpp's compute and output buffers for one micro-batch (its worst-case graph with
-    /// flash attention): the larger of the output stage (logits plus two hidden states) and
-    /// the MLP stage, in f32, plus each sequence's output logits.
-    fn llama_cpp_activation(&self, context: u64) -> u64 {
-        let width = self
-            .shape
-            .vocab
-            .saturating_add(self.shape.hidden.saturating_mul(2))
-            .max(
-                self.shape
-                    .hidden
-                    .saturating_mul(2)
-                    .saturating_add(self.shape.ffn_width().saturating_mul(3)),
-            );
-        let tokens = ACTIVATION_UBATCH_TOKENS.min(context.saturating_mul(self.sequences));
-        tokens
-            .saturating_mul(width)
-            .saturating_add(self.sequences.saturating_mul(self.shape.vocab))
-            .saturating_mul(ACTIVATION_ELEMENT_BYTES)
-    }
-
     /// What one rank holds at `context` under the target engine, or `None` when the model
     /// cannot be split (or vLLM cannot page its caches).
     fn rank(&self, context: u64, target: &Target) -> Option<RankMemory> {
@@ -678,23 +710,26 @@ impl Sizing {
             }
             // SGLang's activations live in the share `mem_fraction_static` leaves out.
             (Engine::Sglang, false) => (self.kv(context, true), 0, 0),
-            (Engine::LlamaCpp, false) => (self.kv(context, true), self.llama_cpp_activation(context), 0),
+            (Engine::LlamaCpp, false) => {
+                let buffers = llama_cpp::buffers(self, context, target);
+                let (weights, kv, activation) = buffers.on_target(target.device.is_some());
+                return Some(rank_memory(tp, weights, kv, activation, 0));
+            }
         };
-        Some(RankMemory {
-            tensor_parallel: tp,
+        Some(rank_memory(
+            tp,
             weights_bytes,
             kv_cache_bytes,
             activation_bytes,
             non_torch_bytes,
-            total_bytes: weights_bytes
-                .saturating_add(kv_cache_bytes)
-                .saturating_add(activation_bytes)
-                .saturating_add(non_torch_bytes),
-        })
+        ))
     }
 
     pub fn report(&self, target: &Target) -> ArtifactMemory {
         let context = self.context;
+        // llama.cpp allocates whole 256-cell streams and windows of a micro-batch more.
+        let llama = (target.engine == Engine::LlamaCpp && !self.lower_bound)
+            .then(|| llama_cpp::Context::new(context, self.sequences, &llama_cpp::Knobs::resolve(target.options)));
         let kv_cache: Vec<KvCacheGroup> = self
             .caches
             .iter()
@@ -706,17 +741,24 @@ impl Sizing {
                     layers: c.layers,
                     bytes_per_token_per_layer: (!state).then_some(c.per_token),
                     bytes_per_sequence_per_layer: state.then_some(c.per_sequence),
-                    tokens_per_sequence: (!state).then(|| c.tokens(context)),
-                    bytes: c.bytes(context, self.sequences, false),
+                    tokens_per_sequence: (!state).then(|| llama.map_or(c.tokens(context), |l| l.cells_of(c))),
+                    bytes: llama.map_or(c.bytes(context, self.sequences, false), |l| {
+                        l.layer_bytes(c).saturating_mul(c.layers)
+                    }),
                 }
             })
             .collect();
-        let kv_cache_bytes = self.kv(context, false);
+        let kv_cache_bytes = llama.map_or(self.kv(context, false), |l| l.kv(&self.caches));
         let per_rank = self.rank(context, target);
-        // Activations as one rank holds them (they are not split by tensor parallelism).
-        let activation_bytes = per_rank
-            .as_ref()
-            .map_or(0, |r| r.activation_bytes.saturating_add(r.non_torch_bytes));
+        let buffers = llama.map(|_| llama_cpp::buffers(self, context, target));
+        // Activations as one rank holds them (they are not split by tensor parallelism);
+        // llama.cpp's compute buffer and its output buffer, wherever that sits.
+        let activation_bytes = match buffers {
+            Some(b) => b.compute.saturating_add(b.output),
+            None => per_rank
+                .as_ref()
+                .map_or(0, |r| r.activation_bytes.saturating_add(r.non_torch_bytes)),
+        };
         let state_bytes_per_sequence = self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.per_sequence.saturating_mul(c.layers))
         });
@@ -741,8 +783,23 @@ impl Sizing {
                 .saturating_add(activation_bytes),
             kv_cache,
             lower_bound: self.lower_bound,
+            host_bytes: buffers.map(|b| b.host),
             per_rank,
         }
+    }
+}
+
+fn rank_memory(tp: u64, weights: u64, kv: u64, activation: u64, non_torch: u64) -> RankMemory {
+    RankMemory {
+        tensor_parallel: tp,
+        weights_bytes: weights,
+        kv_cache_bytes: kv,
+        activation_bytes: activation,
+        non_torch_bytes: non_torch,
+        total_bytes: weights
+            .saturating_add(kv)
+            .saturating_add(activation)
+            .saturating_add(non_torch),
     }
 }
 
@@ -755,16 +812,13 @@ fn engine_info(engine: Engine) -> EngineInfo {
     let version = match engine {
         Engine::Vllm => vllm::VERSION,
         Engine::Sglang => sglang::VERSION,
-        Engine::LlamaCpp => LLAMA_CPP_VERSION,
+        Engine::LlamaCpp => llama_cpp::VERSION,
     };
     EngineInfo {
         name: engine.name().to_owned(),
         version: version.to_owned(),
     }
 }
-
-/// The llama.cpp whose buffers are modelled: as vendored by llama-cpp-python 0.3.36.
-const LLAMA_CPP_VERSION: &str = "0c1e570 (llama-cpp-python 0.3.36)";
 
 /// Share of usable bytes under which a plan that fits is called tight.
 const TIGHT_FIT_PERCENT: u64 = 5;

@@ -52,17 +52,23 @@ fn weights_equal_the_mapped_model_buffer() {
 }
 
 #[test]
-fn activations_equal_llama_cpp_compute_and_output_buffers_with_flash_attention() {
-    // With flash attention llama.cpp never materialises the KQ matrix, so its compute buffer
-    // does not grow with the context; without it the buffer grows (1100 MiB at 16k), which
-    // serving engines avoid.
-    for row in measurements().iter().filter(|r| r["flash_attn"] == true) {
+fn compute_and_output_buffers_follow_llama_cpp_with_and_without_flash_attention() {
+    // With flash attention the KQ scores are never materialised and the buffer is the output
+    // stage's (logits of the micro-batch beside two hidden states), flat in the context;
+    // without it the f32 scores over every cell grow with it (1,100 MiB at 16k).
+    for row in measurements() {
         let context = row["ctx"].as_u64().expect("ctx");
-        let m = memory_of(REPO, &format!(r#"{{"context": {context}}}"#));
+        let flash = row["flash_attn"] == true;
+        let m = memory_of(REPO, &format!(r#"{{"context": {context}, "flash_attn": {flash}}}"#));
         let logged = row["compute_mib"].as_f64().expect("compute") + row["output_mib"].as_f64().expect("output");
+        let tolerance = if flash {
+            2.0 * LOGGED_PRECISION_MIB
+        } else {
+            0.10 * logged
+        };
         assert!(
-            (mib(m.activation_bytes) - logged).abs() < 2.0 * LOGGED_PRECISION_MIB,
-            "{} MiB vs llama.cpp {logged} MiB at {context}",
+            (mib(m.activation_bytes) - logged).abs() < tolerance,
+            "{} MiB vs llama.cpp {logged} MiB at {context}, flash attention {flash}",
             mib(m.activation_bytes)
         );
     }

@@ -10,6 +10,7 @@ mod hybrid;
 mod kv;
 mod kv_gemma4_llama4;
 mod llamacpp;
+mod llamacpp_oracle;
 mod properties;
 mod support;
 mod vllm_oracle;

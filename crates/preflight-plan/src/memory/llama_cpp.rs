@@ -1,0 +1,335 @@
+//! llama.cpp's memory accounting, followed from the tree llama-cpp-python 0.3.36 vendors
+//! (commit 0c1e570; `docs/memory.md` § llama.cpp names every source line): the model buffer,
+//! the KV cache in 256-cell streams, the output buffer and the compute buffer ggml-alloc
+//! reserves for the worst-case micro-batch. Every buffer here is one llama.cpp allocates;
+//! none is a margin.
+
+use super::{LayerCache, Shape, Sizing, Target};
+use crate::model::{Mixer, StateDtype};
+use crate::options::PlanOptions;
+
+/// The version every term here follows.
+pub const VERSION: &str = "0c1e570 (llama-cpp-python 0.3.36)";
+
+/// `llama_context`: `n_ctx` and each stream's cells are padded to 256 (llama-context.cpp:290-305),
+/// and so is the sliding-window cache (llama-kv-cache-iswa.cpp:73).
+const CELL_PAD: u64 = 256;
+
+/// `common_params`' `n_batch` and `n_ubatch`, the tools' defaults.
+pub const DEFAULT_BATCH: u64 = 2048;
+pub const DEFAULT_UBATCH: u64 = 512;
+
+/// Activations, logits, the KQ scores and (without flash attention) the mask are f32; with
+/// flash attention the mask is f16 (llama-graph.cpp:39).
+const F32: u64 = 4;
+const F16: u64 = 2;
+
+fn pad(n: u64) -> u64 {
+    n.div_ceil(CELL_PAD).saturating_mul(CELL_PAD)
+}
+
+/// llama.cpp's knobs, resolved against the tools' defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Knobs {
+    /// `n_ubatch`, capped by `n_batch` as `llama_context` caps it.
+    pub ubatch: u64,
+    /// `--flash-attn auto` resolves to on wherever the backend runs the op (every backend
+    /// preflight plans for: `llama_init_from_model`, llama-context.cpp:3822).
+    pub flash_attn: bool,
+    /// `--n-gpu-layers`: `None` is every layer and the output layer.
+    pub gpu_layers: Option<u64>,
+    /// `--kv-unified`: one stream for every sequence.
+    pub kv_unified: bool,
+    /// `--swa-full`: windowed layers cache every cell.
+    pub swa_full: bool,
+}
+
+impl Knobs {
+    pub fn resolve(options: &PlanOptions) -> Knobs {
+        let batch = options.batch.unwrap_or(DEFAULT_BATCH);
+        Knobs {
+            ubatch: options.ubatch.unwrap_or(DEFAULT_UBATCH).min(batch),
+            flash_attn: options.flash_attn.unwrap_or(true),
+            gpu_layers: options.gpu_layers,
+            kv_unified: options.kv_unified,
+            swa_full: options.swa_full,
+        }
+    }
+}
+
+/// The context llama.cpp creates for `sequences` sequences of `context` tokens: by default
+/// (non-unified KV) one stream a sequence, each of `n_ctx_seq` cells; unified, one stream of
+/// them all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Context {
+    /// `n_ctx_seq`: cells one stream holds, padded to 256.
+    pub cells: u64,
+    /// `n_stream`: `n_seq_max`, or 1 unified.
+    pub streams: u64,
+    /// `n_seq_max`.
+    pub sequences: u64,
+    /// Tokens of the worst-case graph: `min(n_ctx, n_ubatch)` (`sched_reserve`).
+    pub tokens: u64,
+    pub ubatch: u64,
+    /// Windows a windowed stream keeps: every sequence's when unified.
+    windows: u64,
+    swa_full: bool,
+}
+
+impl Context {
+    pub fn new(context: u64, sequences: u64, knobs: &Knobs) -> Context {
+        let sequences = sequences.max(1);
+        let (cells, streams) = match knobs.kv_unified {
+            true => (pad(context.max(1).saturating_mul(sequences)), 1),
+            false => (pad(context.max(1)), sequences),
+        };
+        Context {
+            cells,
+            streams,
+            sequences,
+            tokens: cells.saturating_mul(streams).min(knobs.ubatch),
+            ubatch: knobs.ubatch,
+            windows: if knobs.kv_unified { sequences } else { 1 },
+            swa_full: knobs.swa_full,
+        }
+    }
+
+    /// Cells a stream of this cache holds: the whole `n_ctx_seq`, or for a windowed layer
+    /// `GGML_PAD(min(n_ctx_seq, n_swa × (unified ? n_seq_max : 1) + n_ubatch), 256)` unless
+    /// `swa_full`.
+    pub fn cells_of(&self, cache: &LayerCache) -> u64 {
+        match cache.cap {
+            Some(window) if !self.swa_full => pad(self
+                .cells
+                .min(window.saturating_mul(self.windows).saturating_add(self.ubatch))),
+            _ => self.cells,
+        }
+    }
+
+    /// Bytes one layer of this group allocates: K (and V unless MLA) rows for every cell of
+    /// every stream; a recurrent layer's r and s rows for each of `n_seq_max` sequences.
+    pub fn layer_bytes(&self, cache: &LayerCache) -> u64 {
+        cache
+            .per_token
+            .saturating_mul(self.cells_of(cache))
+            .saturating_mul(self.streams)
+            .saturating_add(cache.per_sequence.saturating_mul(self.sequences))
+    }
+
+    pub fn kv(&self, caches: &[LayerCache]) -> u64 {
+        caches.iter().fold(0u64, |acc, c| {
+            acc.saturating_add(self.layer_bytes(c).saturating_mul(c.layers))
+        })
+    }
+
+    /// The output buffer `output_reserve(n_seq_max)` allocates at construction: one row of
+    /// f32 logits per sequence (llama-context.cpp:2141).
+    pub fn output(&self, shape: &Shape) -> u64 {
+        shape.vocab.saturating_mul(F32).saturating_mul(self.sequences)
+    }
+
+    /// The compute buffer: ggml-alloc's peak over the worst-case graph `sched_reserve` builds
+    /// (`n_tokens` tokens, every one an output), as the largest of three stages:
+    /// - output: the logits of every token beside the final norm and its input;
+    /// - attention: the masks (one per cache, live through every layer), the residual, Q and
+    ///   the attention output, and without flash attention the f32 KQ scores over the cells
+    ///   one stream attends to (`build_attn_mha`, llama-graph.cpp:2688; softmax in place);
+    /// - feed-forward: the masks, the residual and its norm, gate, up and their product.
+    ///
+    /// ggml-alloc's placement (where the logits land after the layers' tensors are freed) can
+    /// add a few MiB of fragmentation on top; that is not modelled.
+    pub fn compute(&self, shape: &Shape, caches: &[LayerCache], flash_attn: bool) -> u64 {
+        let tokens = self.tokens;
+        let row = |width: u64| tokens.saturating_mul(width).saturating_mul(F32);
+        let attends = caches.iter().filter(|c| !c.kind.is_state());
+        let full = attends.clone().filter(|c| c.cap.is_none()).map(|_| self.cells).max();
+        let windowed = attends.filter(|c| c.cap.is_some()).map(|c| self.cells_of(c)).max();
+        let mask_element = if flash_attn { F16 } else { F32 };
+        let masks = [full, windowed].into_iter().flatten().fold(0u64, |acc, cells| {
+            acc.saturating_add(tokens.saturating_mul(cells).saturating_mul(mask_element))
+        });
+        let widest = full.into_iter().chain(windowed).max().unwrap_or(0);
+        let scores = match flash_attn {
+            true => 0,
+            false => row(widest.saturating_mul(shape.heads)),
+        };
+        let output = row(shape.vocab.saturating_add(shape.hidden.saturating_mul(2)));
+        let attention = masks
+            .saturating_add(scores)
+            .saturating_add(row(shape.hidden.saturating_add(shape.q_width.saturating_mul(2))));
+        let ffn = masks.saturating_add(row(shape
+            .hidden
+            .saturating_mul(2)
+            .saturating_add(shape.ffn_width().saturating_mul(3))));
+        output.max(attention).max(ffn)
+    }
+}
+
+/// llama.cpp keeps recurrent state (conv r and SSM s rows) in F32 whatever the model's dtype
+/// (`recurrent_type_r`/`_s`, llama-model.cpp:2483).
+pub fn engine_mixer(mixer: Mixer) -> Mixer {
+    match mixer {
+        Mixer::LinearAttention { .. } | Mixer::Mamba { .. } => mixer.with_state_dtype(StateDtype::F32),
+        other => other,
+    }
+}
+
+/// Layers `--n-gpu-layers N` leaves on the CPU: `i_gpu_start = max(n_layer + 1 − N, 0)`
+/// (llama-model.cpp:1589), so the first layers stay in host RAM and the output layer is the
+/// first offloaded. Returns how many repeating layers stay, and whether the output layer does.
+pub fn host_layers(gpu_layers: Option<u64>, layers: u64) -> (u64, bool) {
+    match gpu_layers {
+        None => (0, false),
+        Some(n) => {
+            let start = layers.saturating_add(1).saturating_sub(n);
+            (start.min(layers), start > layers)
+        }
+    }
+}
+
+/// What llama.cpp allocates for one artifact, and the part of it that stays in host RAM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buffers {
+    /// Model weights on the target (the devices' share when devices are named).
+    pub weights: u64,
+    pub kv: u64,
+    pub compute: u64,
+    pub output: u64,
+    /// Bytes in host RAM rather than on a device: on the CPU backend all of the above; with
+    /// devices, the token embedding, the layers `--gpu-layers` leaves behind with their KV,
+    /// and the output buffer (a host buffer, llama-context.cpp:2180).
+    pub host: u64,
+}
+
+impl Buffers {
+    /// What the target device holds: everything on the CPU backend, else all but host RAM.
+    pub fn on_target(&self, device: bool) -> (u64, u64, u64) {
+        match device {
+            false => (self.weights, self.kv, self.compute.saturating_add(self.output)),
+            true => (self.weights, self.kv, self.compute),
+        }
+    }
+}
+
+/// llama.cpp's buffers for `sizing` at `context` tokens a sequence, on one device of the
+/// target. Without a device the target is the CPU backend (what `oracles/llamacpp/`
+/// measured); with devices, layers are offloaded as `--gpu-layers` says and spread evenly
+/// over the devices (`--split-mode layer`, the default: llama.cpp splits layers, not
+/// tensors), each with a compute buffer modelled as the CPU's (a GPU backend's own figure is
+/// not verified).
+pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
+    let knobs = Knobs::resolve(target.options);
+    let ctx = Context::new(context, sizing.sequences, &knobs);
+    let kv = ctx.kv(&sizing.caches);
+    let compute = ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn);
+    let output = ctx.output(&sizing.shape);
+    if target.device.is_none() {
+        return Buffers {
+            weights: sizing.weights,
+            kv,
+            compute,
+            output,
+            host: sizing
+                .weights
+                .saturating_add(kv)
+                .saturating_add(compute)
+                .saturating_add(output),
+        };
+    }
+    let devices = sizing.tensor_parallel.max(1);
+    let layers = sizing.layer_groups.len() as u64;
+    let (host_layers, host_output) = host_layers(knobs.gpu_layers, layers);
+    let kept = usize::try_from(host_layers).unwrap_or(usize::MAX);
+    let host_kv = sizing.layer_groups.iter().take(kept).flatten().fold(0u64, |acc, g| {
+        acc.saturating_add(sizing.caches.get(*g).map_or(0, |c| ctx.layer_bytes(c)))
+    });
+    let layer_weights = |range: &[u64]| range.iter().fold(0u64, |acc, b| acc.saturating_add(*b));
+    let all_layers = layer_weights(&sizing.layer_weights);
+    // The output layer: the final norm and lm_head, or with tied embeddings a copy of the
+    // token embedding made for the output device (`TENSOR_DUPLICATED`, models/llama.cpp:45).
+    let output_layer = sizing
+        .weights
+        .saturating_sub(sizing.embedding_weights)
+        .saturating_sub(all_layers);
+    let duplicate = match (sizing.tied_output, host_output) {
+        (true, false) => sizing.embedding_weights,
+        _ => 0,
+    };
+    let host_weights = sizing
+        .embedding_weights
+        .saturating_add(layer_weights(
+            sizing.layer_weights.get(..kept).unwrap_or(&sizing.layer_weights),
+        ))
+        .saturating_add(if host_output { output_layer } else { 0 });
+    Buffers {
+        weights: sizing
+            .weights
+            .saturating_sub(host_weights)
+            .saturating_add(duplicate)
+            .div_ceil(devices),
+        kv: kv.saturating_sub(host_kv).div_ceil(devices),
+        compute,
+        output,
+        host: host_weights.saturating_add(host_kv).saturating_add(output),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contexts_pad_to_256_cells_a_stream() {
+        let knobs = Knobs {
+            ubatch: 512,
+            flash_attn: true,
+            gpu_layers: None,
+            kv_unified: false,
+            swa_full: false,
+        };
+        // 10,000 tokens: n_ctx 10,240, as llama.cpp logs it.
+        let one = Context::new(10_000, 1, &knobs);
+        assert_eq!((one.cells, one.streams, one.tokens), (10_240, 1, 512));
+        // Four sequences of 2,500: each stream pads to 2,560 cells.
+        let four = Context::new(2_500, 4, &knobs);
+        assert_eq!((four.cells, four.streams), (2_560, 4));
+        // A short context reserves a graph of fewer tokens than the micro-batch.
+        assert_eq!(Context::new(100, 1, &knobs).tokens, 256);
+        // Unified: one stream of all four sequences' cells.
+        let unified = Context::new(
+            2_500,
+            4,
+            &Knobs {
+                kv_unified: true,
+                ..knobs
+            },
+        );
+        assert_eq!((unified.cells, unified.streams, unified.sequences), (10_240, 1, 4));
+    }
+
+    #[test]
+    fn recurrent_state_is_f32_whatever_the_model_pins() {
+        let mamba = Mixer::Mamba {
+            conv_dim: 8,
+            conv_kernel: 4,
+            heads: 2,
+            head_dim: 4,
+            state_size: 16,
+            state_dtype: StateDtype::F16,
+        };
+        assert_eq!(engine_mixer(mamba), mamba.with_state_dtype(StateDtype::F32));
+        assert_ne!(engine_mixer(mamba), mamba);
+        let attention = Mixer::full(8, 128);
+        assert_eq!(engine_mixer(attention), attention);
+    }
+
+    #[test]
+    fn gpu_layers_offload_the_output_layer_first() {
+        assert_eq!(host_layers(None, 32), (0, false));
+        assert_eq!(host_layers(Some(0), 32), (32, true));
+        assert_eq!(host_layers(Some(1), 32), (32, false));
+        assert_eq!(host_layers(Some(10), 32), (23, false));
+        assert_eq!(host_layers(Some(33), 32), (0, false));
+        assert_eq!(host_layers(Some(999), 32), (0, false));
+    }
+}

@@ -1,0 +1,290 @@
+//! The plan against every buffer llama.cpp itself logged for five GGUFs of real dimensions
+//! (`fixtures/oracles/llamacpp/`: llama-cpp-python 0.3.36, CPU backend, header stubs of the
+//! very files loaded). Weights and KV must be exact; compute + output within 5% with flash
+//! attention and 10% without — unified or not, windowed or `swa_full`. Rows the oracle
+//! itself skipped (its RAM cap) carry no figures.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use preflight_formats::facts::ArtifactFacts;
+use preflight_plan::plan;
+use serde_json::Value;
+
+use crate::support::{MIB, fixtures, options};
+
+/// llama.cpp logs MiB with two decimals: a figure is exact if it rounds to the logged one.
+const LOGGED_PRECISION_MIB: f64 = 0.005;
+
+/// Tolerances on compute + output: the model is ggml-alloc's largest stage, not its placement.
+const WITH_FLASH_ATTN: f64 = 0.05;
+const WITHOUT_FLASH_ATTN: f64 = 0.10;
+
+/// Rows known to miss the tolerance, each held to a looser bound so a regression still shows:
+/// gpt-oss-20b's logits (393 MiB) land 26–34 MiB above the floor where ggml-alloc's free list
+/// leaves them after the MoE layers (its placement, which preflight does not simulate); the
+/// other gpt-oss rows with flash attention miss by 1.4–4.7% the same way (`docs/memory.md`
+/// § llama.cpp).
+/// Each is (file, n_ctx requested, sequences, kv_unified, swa_full), flash attention on.
+const KNOWN_MISSES: &[(&str, u64, u64, bool, bool)] = &[
+    ("gpt-oss-20b-MXFP4-like.gguf", 8192, 1, false, false),
+    ("gpt-oss-20b-MXFP4-like.gguf", 10000, 1, false, false),
+    ("gpt-oss-20b-MXFP4-like.gguf", 32768, 4, false, false),
+    ("gpt-oss-20b-MXFP4-like.gguf", 4096, 1, false, true),
+    ("gpt-oss-20b-MXFP4-like.gguf", 4096, 4, true, true),
+    ("gpt-oss-20b-MXFP4-like.gguf", 8192, 4, true, false),
+    ("gpt-oss-20b-MXFP4-like.gguf", 10000, 4, true, false),
+];
+const KNOWN_MISS_BOUND: f64 = 0.08;
+
+fn oracle_dir() -> PathBuf {
+    fixtures().join("oracles/llamacpp")
+}
+
+fn rows() -> Vec<Value> {
+    let text = std::fs::read_to_string(oracle_dir().join("llamacpp-oracle.jsonl")).expect("oracle");
+    text.lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+/// Each stub's facts, parsed once.
+fn facts(file: &str) -> ArtifactFacts {
+    static CACHE: OnceLock<BTreeMap<String, ArtifactFacts>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| {
+        let mut all = BTreeMap::new();
+        for row in rows().iter().filter(|r| r["model_load"] == true) {
+            let name = row["gguf_file"].as_str().expect("file").to_owned();
+            if all.contains_key(&name) {
+                continue;
+            }
+            let dir = oracle_dir();
+            let size: u64 = std::fs::read_to_string(dir.join(format!("{name}.size")))
+                .expect("size")
+                .trim()
+                .parse()
+                .expect("a size");
+            let stub = preflight_testhub::facts::gguf_stub(&dir.join(format!("{name}.stub.gz")), size);
+            all.insert(name, stub);
+        }
+        all
+    });
+    cache[file].clone()
+}
+
+/// A measured row preflight can be held against, and why not otherwise.
+fn skip_reason(row: &Value) -> Option<&'static str> {
+    match () {
+        _ if row["model_load"] == true => Some("model load line"),
+        _ if row["ok"] != true => Some("not measured (the oracle's RAM cap)"),
+        _ => None,
+    }
+}
+
+/// What preflight predicts for one row, in bytes: (weights, KV, compute + output).
+struct Predicted {
+    weights: u64,
+    kv: u64,
+    activation: u64,
+}
+
+fn predict(row: &Value) -> Predicted {
+    let sequences = row["n_seq_max"].as_u64().expect("n_seq_max");
+    let requested = row["n_ctx_requested"].as_u64().expect("n_ctx");
+    // `--context` is per sequence; the oracle asked llama.cpp for n_ctx = context × sequences.
+    assert_eq!(requested % sequences, 0, "a per-sequence context");
+    let json = format!(
+        r#"{{"engine": "llama.cpp", "context": {}, "sequences": {sequences}, "flash_attn": {}, "batch": {}, "ubatch": {}, "kv_unified": {}, "swa_full": {}}}"#,
+        requested / sequences,
+        row["flash_attn"],
+        row["n_batch"],
+        row["n_ubatch"],
+        row["kv_unified"],
+        row["swa_full"],
+    );
+    let file = row["gguf_file"].as_str().expect("file");
+    let verdict = plan(&[facts(file)], &options(&json));
+    let memory = verdict.artifacts[0]
+        .memory
+        .clone()
+        .unwrap_or_else(|| panic!("{file}: no memory: {:#?}", verdict.artifacts[0].findings));
+    assert!(!memory.lower_bound, "{file}: the planner refused the architecture");
+    Predicted {
+        weights: memory.weights_bytes,
+        kv: memory.kv_cache_bytes,
+        activation: memory.activation_bytes,
+    }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / MIB as f64
+}
+
+fn logged(row: &Value, field: &str) -> f64 {
+    row[field].as_f64().unwrap_or_else(|| panic!("{field}"))
+}
+
+#[test]
+fn every_measured_row_matches_what_llama_cpp_allocated() {
+    let rows = rows();
+    let mut table = String::from(
+        "| file | n_ctx × seqs | cache | FA | weights MiB (pred / logged) | KV MiB (pred / logged) | compute + output MiB (pred / logged) | error |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let (mut held, mut known_seen, mut misses) = (0, 0, Vec::new());
+    for row in &rows {
+        if skip_reason(row).is_some() {
+            continue;
+        }
+        held += 1;
+        let p = predict(row);
+        let flash = row["flash_attn"] == true;
+        let (unified, swa_full) = (row["kv_unified"] == true, row["swa_full"] == true);
+        let sliding = row["caches"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["role"] == "SWA"));
+        let cache = match (unified, swa_full && sliding) {
+            (false, false) => "",
+            (true, false) => "unified",
+            (false, true) => "swa_full",
+            (true, true) => "unified, swa_full",
+        };
+        let activation_logged = logged(row, "compute_mib") + logged(row, "output_mib");
+        let error = (mib(p.activation) - activation_logged) / activation_logged;
+        table.push_str(&format!(
+            "| {} | {} × {} | {cache} | {} | {:.2} / {} | {:.2} / {} | {:.2} / {:.2} | {:+.1}% |\n",
+            row["gguf_file"].as_str().unwrap_or("?"),
+            row["n_ctx_requested"],
+            row["n_seq_max"],
+            if flash { "on" } else { "off" },
+            mib(p.weights),
+            row["model_mapped_mib"],
+            mib(p.kv),
+            row["kv_mib"],
+            mib(p.activation),
+            activation_logged,
+            error * 100.0,
+        ));
+        let at = format!(
+            "{} at {} × {} {cache}, flash attention {flash}",
+            row["gguf_file"], row["n_ctx_requested"], row["n_seq_max"]
+        );
+        assert!(
+            (mib(p.weights) - logged(row, "model_mapped_mib")).abs() < LOGGED_PRECISION_MIB,
+            "weights {at}: {} MiB",
+            mib(p.weights)
+        );
+        assert!(
+            (mib(p.kv) - logged(row, "kv_mib") - logged(row, "rs_mib")).abs() < LOGGED_PRECISION_MIB,
+            "KV {at}: {} MiB",
+            mib(p.kv)
+        );
+        let known = flash
+            && KNOWN_MISSES.contains(&(
+                row["gguf_file"].as_str().unwrap_or(""),
+                row["n_ctx_requested"].as_u64().unwrap_or(0),
+                row["n_seq_max"].as_u64().unwrap_or(0),
+                unified,
+                swa_full,
+            ));
+        let tolerance = match (known, flash) {
+            (true, _) => KNOWN_MISS_BOUND,
+            (false, true) => WITH_FLASH_ATTN,
+            (false, false) => WITHOUT_FLASH_ATTN,
+        };
+        if error.abs() > tolerance {
+            misses.push(format!("{at}: {:+.1}%", error * 100.0));
+        }
+        if known {
+            known_seen += 1;
+        }
+    }
+    eprintln!("{table}");
+    // Every measured line (`oracles/llamacpp/README.md`: 186 runs, 24 skipped by its RAM cap).
+    assert_eq!(held, 186);
+    assert_eq!(known_seen, KNOWN_MISSES.len(), "every known miss is a measured row");
+    assert!(
+        misses.is_empty(),
+        "compute + output outside tolerance:\n{}",
+        misses.join("\n")
+    );
+}
+
+/// The Llama-3.1-8B Q4_K_M-like stub at 4,096 tokens on one L4, offloading `gpu_layers`.
+fn offloaded(gpu_layers: Option<u64>) -> preflight_plan::ArtifactMemory {
+    let knob = gpu_layers.map_or(String::new(), |n| format!(r#", "gpu_layers": {n}"#));
+    let json = format!(r#"{{"engine": "llama.cpp", "context": 4096, "devices": "l4:1"{knob}}}"#);
+    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(&json));
+    verdict.artifacts[0].memory.clone().expect("memory")
+}
+
+/// Token embedding of the stub: 128,256 rows of 4,096 Q4_K elements, 16 blocks of 144 bytes.
+const LLAMA_TOKEN_EMBD: u64 = 128_256 * 16 * 144;
+/// The output buffer at one sequence: one f32 row of the 128,256-token vocabulary.
+const LLAMA_OUTPUT: u64 = 128_256 * 4;
+/// One layer's KV at 4,096 cells: 8 KV heads × 128 × (K + V) × f16.
+const LLAMA_LAYER_KV: u64 = 4096 * 8 * 128 * 2 * 2;
+
+#[test]
+fn offloading_keeps_the_token_embedding_and_the_output_buffer_in_host_ram() {
+    let m = offloaded(None);
+    let rank = m.per_rank.clone().expect("per rank");
+    assert_eq!(m.host_bytes, Some(LLAMA_TOKEN_EMBD + LLAMA_OUTPUT));
+    assert_eq!(rank.weights_bytes, m.weights_bytes - LLAMA_TOKEN_EMBD);
+    assert_eq!(rank.kv_cache_bytes, m.kv_cache_bytes);
+}
+
+#[test]
+fn layers_gpu_layers_leaves_behind_stay_in_host_ram_with_their_kv() {
+    // `--gpu-layers 17` of 32 layers + output: llama.cpp offloads the output layer and the
+    // last 16 layers, so the first 16 and their KV stay on the host.
+    let all = offloaded(None);
+    let some = offloaded(Some(17));
+    let rank = some.per_rank.clone().expect("per rank");
+    assert_eq!(rank.kv_cache_bytes, 16 * LLAMA_LAYER_KV);
+    let host_weights = some.host_bytes.expect("host") - 16 * LLAMA_LAYER_KV - LLAMA_OUTPUT;
+    assert_eq!(rank.weights_bytes + host_weights, some.weights_bytes);
+    assert!(host_weights > all.host_bytes.expect("host") - LLAMA_OUTPUT);
+    // `--gpu-layers 0`: nothing but the compute buffer on the device.
+    let none = offloaded(Some(0));
+    let rank = none.per_rank.clone().expect("per rank");
+    assert_eq!((rank.weights_bytes, rank.kv_cache_bytes), (0, 0));
+    assert_eq!(
+        none.host_bytes,
+        Some(none.weights_bytes + none.kv_cache_bytes + LLAMA_OUTPUT)
+    );
+}
+
+#[test]
+fn without_devices_everything_is_in_host_ram() {
+    let json = r#"{"engine": "llama.cpp", "context": 4096}"#;
+    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json));
+    let m = verdict.artifacts[0].memory.clone().expect("memory");
+    assert_eq!(m.host_bytes, Some(m.total_bytes));
+}
+
+#[test]
+fn several_devices_split_the_offloaded_layers_between_them() {
+    // llama.cpp's default `--split-mode layer`: each of two devices holds half the offloaded
+    // weights and half the KV, and a compute buffer of its own.
+    let json = r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:2"}"#;
+    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json));
+    let m = verdict.artifacts[0].memory.clone().expect("memory");
+    let rank = m.per_rank.clone().expect("per rank");
+    assert_eq!(rank.weights_bytes, (m.weights_bytes - LLAMA_TOKEN_EMBD).div_ceil(2));
+    assert_eq!(rank.kv_cache_bytes, 32 * LLAMA_LAYER_KV / 2);
+    assert_eq!(rank.activation_bytes, m.activation_bytes - LLAMA_OUTPUT);
+}
+
+#[test]
+fn any_device_count_splits_layers_where_tensor_parallelism_could_not() {
+    // gemma-3-1b's 4 heads and one KV head do not split three ways as tensors; llama.cpp
+    // splits layers, so three devices are a plan, not a refusal.
+    let json = r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:3"}"#;
+    let verdict = plan(&[facts("gemma-3-1b-it-Q4_K_M-like.gguf")], &options(json));
+    let codes: Vec<&str> = verdict.artifacts[0].findings.iter().map(|f| f.code.as_str()).collect();
+    assert!(!codes.contains(&"memory.tensor_parallel_invalid"), "{codes:?}");
+    let m = verdict.artifacts[0].memory.clone().expect("memory");
+    assert!(m.per_rank.is_some());
+    assert_eq!(verdict.memory.expect("system").per_device.len(), 3);
+}
