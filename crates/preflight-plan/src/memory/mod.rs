@@ -968,7 +968,7 @@ impl Sizing {
                 }
                 Err(_) => (None, None),
             },
-            Engine::Sglang | Engine::LlamaCpp => {
+            Engine::Sglang => {
                 let per_token: u64 = self
                     .caches
                     .iter()
@@ -979,6 +979,27 @@ impl Sizing {
                 (
                     (per_token > 0).then(|| pool_bytes / per_token),
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
+                )
+            }
+            Engine::LlamaCpp => {
+                // llama.cpp has no pool: what is left could hold whole 256-cell streams of
+                // full-attention cells, or this many sequences' streams as it allocates them
+                // (windows and padding included), spread over the devices as its layers are.
+                let knobs = llama_cpp::Knobs::resolve(target.options);
+                let devices = self.tensor_parallel.max(1);
+                let per_cell: u64 = self
+                    .caches
+                    .iter()
+                    .filter(|c| !c.kind.is_state())
+                    .map(|c| c.per_token.saturating_mul(c.layers))
+                    .sum::<u64>()
+                    .div_ceil(devices);
+                let per_sequence = llama_cpp::Context::new(self.context, 1, &knobs)
+                    .kv(&self.caches)
+                    .div_ceil(devices);
+                (
+                    (per_cell > 0).then(|| pool_bytes / per_cell / 256 * 256),
+                    (per_sequence > 0).then(|| pool_bytes as f64 / per_sequence as f64),
                 )
             }
         }
