@@ -16,6 +16,8 @@ mod safetensors;
 mod tensors;
 pub mod verdict;
 
+use std::borrow::Borrow;
+
 use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
@@ -30,13 +32,14 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 pub const SEMANTICS_VERSION: u32 = 3;
 
 /// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
-/// (bad options are bad input); options that fail it are planned without memory.
-pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
+/// (bad options are bad input); options that fail it are planned without memory. The facts
+/// may be owned or shared (`Arc`): the service plans from its facts cache without a copy.
+pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Verdict {
     let memory_options = (options.asks_for_memory() && options.validate().is_ok()).then_some(options);
     let (artifacts, sizings): (Vec<ArtifactVerdict>, Vec<Option<memory::Sizing>>) = facts
         .iter()
         .enumerate()
-        .map(|(i, f)| plan_artifact(i, f, memory_options))
+        .map(|(i, f)| plan_artifact(i, f.borrow(), memory_options))
         .unzip();
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
     let memory = memory_options.and_then(|options| {
@@ -59,7 +62,7 @@ pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
         },
         admissible: summary.blocking == 0,
         summary,
-        staging: facts.iter().map(|f| f.staging.clone()).collect(),
+        staging: facts.iter().map(|f| f.borrow().staging.clone()).collect(),
         artifacts,
         memory,
     }

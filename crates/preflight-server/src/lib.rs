@@ -135,6 +135,9 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         max_header_bytes: args.max_header_bytes,
         upstream_timeout: Duration::from_secs(args.upstream_timeout_secs.max(1)),
         lookup_after_staging: args.debug_lookup_after_staging,
+        semantics_version: args
+            .debug_semantics_version
+            .unwrap_or(preflight_plan::SEMANTICS_VERSION),
         facts_dir: (!args.no_store).then(|| args.data_dir.join("facts")),
     };
     let pipeline = Arc::new(pipeline::Pipeline::new(hub, cache, metrics.clone(), policy));
