@@ -32,6 +32,9 @@ const MAGIC: &[u8; 8] = b"PFFACTS1";
 /// refused on read, so a planted file cannot make the reader allocate without bound.
 const MAX_ENTRY_BYTES: u64 = 256 << 20;
 
+/// The JSON writer's buffer in front of the compressor: serde writes in small pieces.
+const ENCODE_BUFFER: usize = 64 << 10;
+
 /// Where the revisions' last commits are kept, under the cache directory.
 const REFS: &str = "refs";
 
@@ -237,9 +240,13 @@ fn read_entry(path: &Path) -> Option<ArtifactFacts> {
 /// Facts as an entry: `MAGIC`, the SHA-256 of the rest, gzip-compressed JSON. The one
 /// encoding every tier stores (the service's disk and Redis tiers, the CLI's directory).
 pub fn encode(facts: &ArtifactFacts) -> std::io::Result<Vec<u8>> {
-    let json = serde_json::to_vec(facts).map_err(std::io::Error::other)?;
+    // Streamed into the compressor: a large checkpoint's JSON (DeepSeek-V3's is ~25 MB) is
+    // never held whole beside the facts it describes.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&json)?;
+    let mut writer = std::io::BufWriter::with_capacity(ENCODE_BUFFER, &mut gz);
+    serde_json::to_writer(&mut writer, facts).map_err(std::io::Error::other)?;
+    writer.flush()?;
+    drop(writer);
     let payload = gz.finish()?;
     let mut bytes = Vec::with_capacity(MAGIC.len() + 32 + payload.len());
     bytes.extend_from_slice(MAGIC);
