@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use preflight_formats::facts::{ArtifactFacts, SourceRef, StagingStats};
+use preflight_formats::facts::{ArtifactFacts, Content, SourceRef, StagingStats};
 use preflight_plan::PlanOptions;
 use preflight_source::facts_cache::{self, FactsCache, FactsKey};
 use preflight_source::hub::stage::{PlanBudget, resolve_commit, source_ref, stage};
@@ -124,9 +124,29 @@ pub struct Policy {
     pub facts_dir: Option<PathBuf>,
 }
 
-/// Entries the memory tier of staged facts holds: a large checkpoint's facts are tens of MB
-/// in memory, so a few dozen cover the checkpoints an Explorer session flips options on.
-const FACTS_IN_MEMORY: u64 = 32;
+/// Estimated bytes the memory tier of staged facts may hold: about seven checkpoints the size
+/// of DeepSeek-V3 (~37 MB of facts in memory each), or hundreds of small ones — enough for
+/// the checkpoints an Explorer session flips options on, without a count of entries letting a
+/// few dozen large ones take gigabytes.
+const FACTS_IN_MEMORY_BYTES: u64 = 256 << 20;
+
+/// What one tensor entry (or weight-map entry, or GGUF key) of staged facts takes in memory,
+/// roughly: the entry, its name's, dtype's and shape's allocations. DeepSeek-V3's 92k tensors
+/// and 92k index entries come to ~37 MB.
+const BYTES_PER_FACTS_ENTRY: u64 = 200;
+
+/// The memory tier's weight of `facts`: entries × [`BYTES_PER_FACTS_ENTRY`].
+fn facts_weight(facts: &ArtifactFacts) -> u32 {
+    let entries = match &facts.content {
+        Content::Safetensors { files, index, .. } => {
+            files.iter().map(|f| f.header.tensors.len()).sum::<usize>()
+                + index.as_ref().map_or(0, |i| i.weight_map.len())
+        }
+        Content::Gguf { parts, .. } => parts.iter().map(|p| p.header.tensors.len() + p.header.kv.len()).sum(),
+    };
+    let bytes = (entries as u64).saturating_add(1).saturating_mul(BYTES_PER_FACTS_ENTRY);
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
 
 /// Staged facts by what they are (a commit's, read with a token or without): a memory tier
 /// in front of checksummed files, and Redis when replicas share one (tagged like verdicts),
@@ -141,7 +161,10 @@ pub struct FactsTier {
 impl FactsTier {
     fn new(dir: Option<PathBuf>, shared: Option<Arc<Shared>>) -> Self {
         Self {
-            memory: moka::sync::Cache::new(FACTS_IN_MEMORY),
+            memory: moka::sync::Cache::builder()
+                .max_capacity(FACTS_IN_MEMORY_BYTES)
+                .weigher(|_: &String, facts: &Arc<ArtifactFacts>| facts_weight(facts))
+                .build(),
             disk: dir.map(FactsCache::new),
             shared,
         }
