@@ -7,7 +7,12 @@ Starts the release fixture Hub and `preflight serve` (public profile, a fresh da
 loopback, samples the server's VmRSS from /proc every 5 ms, and reads its own counters from
 /metrics so the table says what the requests cost. Loopback only; bounded.
 
-Usage: scripts/bench_service_rss.py [--requests 10000] [--clients 2] [--repo deepseek-ai/DeepSeek-V3]
+Every what-if verdict is stored, so the verdict memory tier grows until --memory-cache-bytes
+(the server's default unless given); the table shows it beside the RSS, so growth that is the
+cache filling can be told from growth that is not.
+
+Usage: scripts/bench_service_rss.py [--requests 10000] [--clients 2] [--memory-cache-bytes N]
+                                    [--repo deepseek-ai/DeepSeek-V3]
 Needs: cargo build --release -p preflight -p preflight-testhub (Linux: reads /proc)
 """
 import argparse, json, os, subprocess, sys, tempfile, threading, time, urllib.error, urllib.request
@@ -75,6 +80,7 @@ def main():
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--clients", type=int, default=2)
     ap.add_argument("--repo", default="deepseek-ai/DeepSeek-V3")
+    ap.add_argument("--memory-cache-bytes", type=int, default=None)
     args = ap.parse_args()
     release = os.path.join(ROOT, "target/release")
     hub, hub_url = spawn([os.path.join(release, "preflight-testhub"), "--listen", "127.0.0.1:0"])
@@ -85,12 +91,17 @@ def main():
             cdn = json.loads(r.read())["cdn"].removeprefix("http://")
         server, url = spawn([os.path.join(release, "preflight"), "serve", "--listen", "127.0.0.1:0",
                              "--hub-endpoint", hub_url, "--hub-redirect-hosts", cdn, "--data-dir", data,
-                             "--max-plans-in-flight", str(max(2, args.clients))])
+                             "--max-plans-in-flight", str(max(2, args.clients))]
+                            + ([] if args.memory_cache_bytes is None
+                               else ["--memory-cache-bytes", str(args.memory_cache_bytes)]))
         pid = server.pid
         sampler = Sampler(pid)
         sampler.start()
         time.sleep(0.2)
-        rows = [("after start", mib(pid, "VmRSS:"), sampler.take(), "")]
+        def cached():
+            return f"{metrics(url).get('preflight_cache_memory_bytes', 0) / 2**20:.1f}"
+
+        rows = [("after start", mib(pid, "VmRSS:"), sampler.take(), cached())]
         source = f"hf://{args.repo}"
         t = time.perf_counter()
         status, verdict = post(url, {"sources": [source]})
@@ -100,7 +111,7 @@ def main():
         staging = verdict["staging"][0]
         rows.append((f"cold plan of {args.repo} ({staging['requests']} requests, "
                      f"{staging['header_bytes'] / 1e6:.1f} MB of headers, {cold:.2f} s)",
-                     mib(pid, "VmRSS:"), sampler.take(), ""))
+                     mib(pid, "VmRSS:"), sampler.take(), cached()))
 
         done, failed, lock = [0], [0], threading.Lock()
         checkpoints = max(1, args.requests // 10)
@@ -126,18 +137,19 @@ def main():
                 n = done[0]
             if n // checkpoints > reported // checkpoints or (n == args.requests and reported != n):
                 reported = n
-                rows.append((f"after {n:,} what-if requests", mib(pid, "VmRSS:"), sampler.take(), ""))
+                rows.append((f"after {n:,} what-if requests", mib(pid, "VmRSS:"), sampler.take(), cached()))
         for th in threads:
             th.join()
         elapsed = time.perf_counter() - t
         m = metrics(url)
         sampler.stop = True
+        limit = "the default" if args.memory_cache_bytes is None else f"{args.memory_cache_bytes / 2**20:.0f} MiB"
         print(f"`preflight serve` (release) on the fixture Hub; {args.requests:,} what-if requests on {source} "
-              f"from {args.clients} clients, each a new --context\n")
-        print("| point | RSS MiB | peak RSS since previous row, MiB |")
-        print("|---|---|---|")
-        for name, rss, peak, _ in rows:
-            print(f"| {name} | {rss:.1f} | {peak:.1f} |")
+              f"from {args.clients} clients, each a new --context; verdict memory tier bounded at {limit}\n")
+        print("| point | RSS MiB | peak RSS since previous row, MiB | verdict memory tier MiB |")
+        print("|---|---|---|---|")
+        for name, rss, peak, tier in rows:
+            print(f"| {name} | {rss:.1f} | {peak:.1f} | {tier} |")
         print(f"\nVmHWM (the process's peak RSS): {mib(pid, 'VmHWM:'):.1f} MiB")
         print(f"what-if requests: {done[0]:,} in {elapsed:.1f} s ({done[0] / elapsed:.0f}/s), non-200: {failed[0]}")
         keys = ["preflight_staging_passes_total", "preflight_planner_invocations_total", "preflight_facts_hits_total",
