@@ -561,7 +561,8 @@ impl<'a> Reader<'a> {
 fn validate(tensors: &[TensorInfo], alignment: u64, data_offset: u64, file_size: Option<u64>) -> Vec<HeaderIssue> {
     let mut issues = crate::issues::IssueLog::default();
 
-    let mut seen = std::collections::HashSet::with_capacity(tensors.len());
+    let mut seen =
+        std::collections::HashSet::with_capacity_and_hasher(tensors.len(), foldhash::fast::RandomState::default());
     for t in tensors {
         if !seen.insert(t.name.as_str()) {
             issues.push(HeaderIssue::DuplicateTensor { tensor: t.name.clone() });

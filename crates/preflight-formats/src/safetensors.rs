@@ -9,6 +9,8 @@
 //! 92k-tensor header to one allocation per name, dtype and shape.
 
 use std::collections::{BTreeMap, HashSet};
+
+use foldhash::fast::RandomState;
 use std::fmt;
 
 use serde::de::{self, Deserializer as _, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -244,7 +246,7 @@ fn expected_bytes(shape: &[u64], bits: u64) -> Option<u64> {
 fn validate(tensors: &[TensorInfo], json_len: u64, file_size: Option<u64>) -> Vec<HeaderIssue> {
     let mut issues = crate::issues::IssueLog::default();
 
-    let mut seen = HashSet::with_capacity(tensors.len());
+    let mut seen = HashSet::with_capacity_and_hasher(tensors.len(), RandomState::default());
     for t in tensors {
         if !seen.insert(t.name.as_str()) {
             issues.push(HeaderIssue::DuplicateTensor { tensor: t.name.clone() });

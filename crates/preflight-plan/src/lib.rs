@@ -17,6 +17,8 @@ mod safetensors;
 mod tensors;
 pub mod verdict;
 
+use std::borrow::Borrow;
+
 use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
@@ -31,12 +33,13 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 pub const SEMANTICS_VERSION: u32 = 4;
 
 /// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
-/// (bad options are bad input); options that fail it are planned without memory.
-pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
+/// (bad options are bad input); options that fail it are planned without memory. The facts
+/// may be owned or shared (`Arc`): the service plans from its facts cache without a copy.
+pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Verdict {
     let memory_options = (options.asks_for_memory() && options.validate().is_ok()).then_some(options);
-    let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.content)).collect();
+    let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.borrow().content)).collect();
     let engine = memory::engine_for(options, &formats);
-    let mut described: Vec<Described> = facts.iter().map(describe).collect();
+    let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
     // Placement first (how many devices, which degree), then every artifact sized for it.
     let placed = memory_options.map(|o| placement::choose(&described, o, engine));
     let mut sizings = Vec::with_capacity(described.len());
@@ -104,7 +107,7 @@ pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
         },
         admissible: summary.blocking == 0,
         summary,
-        staging: facts.iter().map(|f| f.staging.clone()).collect(),
+        staging: facts.iter().map(|f| f.borrow().staging.clone()).collect(),
         artifacts,
         memory,
     }

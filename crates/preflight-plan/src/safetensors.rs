@@ -114,6 +114,8 @@ fn records<'a>(
     // The tensor before this one in its header: writers sort names, so a scale's parameter
     // usually sits right before it and is found without hashing its name.
     let mut previous: Option<&str> = None;
+    // A scale's parameter name, built here rather than allocated per scale.
+    let mut scaled = String::new();
     for tensor in files.iter().flat_map(|f| &f.header.tensors) {
         let elements = elements_of(&tensor.shape);
         let bytes = tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]);
@@ -126,8 +128,13 @@ fn records<'a>(
                     let is = |name: &str| {
                         name.len() == stem.len() + suffix.len() && name.starts_with(stem) && name.ends_with(suffix)
                     };
-                    if !previous.is_some_and(is) && !all.contains_key(format!("{stem}{suffix}").as_str()) {
-                        orphan_scales.push(&tensor.name);
+                    if !previous.is_some_and(is) {
+                        scaled.clear();
+                        scaled.push_str(stem);
+                        scaled.push_str(suffix);
+                        if !all.contains_key(scaled.as_str()) {
+                            orphan_scales.push(&tensor.name);
+                        }
                     }
                 }
                 let owner = match &classifier {

@@ -45,6 +45,11 @@ impl VerdictCache {
         self.shared.as_deref()
     }
 
+    /// The shared tier itself, for the staged-facts tier that stores beside it.
+    pub fn shared_handle(&self) -> Option<Arc<crate::shared::Shared>> {
+        self.shared.clone()
+    }
+
     /// Memory first, then the persistent store, then the shared tier (promoting what they
     /// find into memory).
     pub async fn get(&self, key: &str) -> Result<Option<Arc<Entry>>, StoreError> {

@@ -168,6 +168,12 @@ pub struct ServeArgs {
     /// catch). Never use in a deployment.
     #[arg(long, hide = true, env = "PREFLIGHT_DEBUG_LOOKUP_AFTER_STAGING")]
     pub debug_lookup_after_staging: bool,
+
+    /// Test only: key verdicts by this semantics version instead of the planner's own — what
+    /// a release that bumped it would do — to show a bump re-plans from cached facts. Never
+    /// use in a deployment.
+    #[arg(long, hide = true, env = "PREFLIGHT_DEBUG_SEMANTICS_VERSION")]
+    pub debug_semantics_version: Option<u32>,
 }
 
 impl ServeArgs {

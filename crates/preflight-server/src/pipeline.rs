@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use preflight_formats::facts::{ArtifactFacts, SourceRef};
+use preflight_formats::facts::{ArtifactFacts, Content, SourceRef, StagingStats};
 use preflight_plan::PlanOptions;
 use preflight_source::facts_cache::{self, FactsCache, FactsKey};
 use preflight_source::hub::stage::{PlanBudget, resolve_commit, source_ref, stage};
@@ -31,7 +31,7 @@ use crate::cache::{VerdictCache, hex};
 use crate::config::Profile;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, inc};
-use crate::shared::Lease;
+use crate::shared::{Lease, Shared};
 
 /// How often a replica waiting on another's plan looks for its verdict.
 const LEASE_POLL: Duration = Duration::from_millis(25);
@@ -67,6 +67,9 @@ pub struct Pipeline {
     pub max_header_bytes: u64,
     pub upstream_timeout: Duration,
     pub lookup_after_staging: bool,
+    /// The semantics version verdicts are keyed by: the planner's, unless a test says
+    /// otherwise (`--debug-semantics-version`).
+    pub semantics_version: u32,
     facts: FactsTier,
     flights: Mutex<HashMap<String, Flight>>,
 }
@@ -114,49 +117,104 @@ pub struct Policy {
     pub upstream_timeout: Duration,
     /// Test only: the broken order the deploy gate must catch.
     pub lookup_after_staging: bool,
+    /// The semantics version in the verdict cache key.
+    pub semantics_version: u32,
     /// Where staged facts are kept on disk (`--data-dir`/facts); `None` keeps them in
     /// memory only.
     pub facts_dir: Option<PathBuf>,
 }
 
-/// Entries the memory tier of staged facts holds: a large checkpoint's facts are tens of MB
-/// in memory, so a few dozen cover the checkpoints an Explorer session flips options on.
-const FACTS_IN_MEMORY: u64 = 32;
+/// Estimated bytes the memory tier of staged facts may hold: about seven checkpoints the size
+/// of DeepSeek-V3 (~37 MB of facts in memory each), or hundreds of small ones — enough for
+/// the checkpoints an Explorer session flips options on, without a count of entries letting a
+/// few dozen large ones take gigabytes.
+const FACTS_IN_MEMORY_BYTES: u64 = 256 << 20;
+
+/// What one tensor entry (or weight-map entry, or GGUF key) of staged facts takes in memory,
+/// roughly: the entry, its name's, dtype's and shape's allocations. DeepSeek-V3's 92k tensors
+/// and 92k index entries come to ~37 MB.
+const BYTES_PER_FACTS_ENTRY: u64 = 200;
+
+/// The memory tier's weight of `facts`: entries × [`BYTES_PER_FACTS_ENTRY`].
+fn facts_weight(facts: &ArtifactFacts) -> u32 {
+    let entries = match &facts.content {
+        Content::Safetensors { files, index, .. } => {
+            files.iter().map(|f| f.header.tensors.len()).sum::<usize>()
+                + index.as_ref().map_or(0, |i| i.weight_map.len())
+        }
+        Content::Gguf { parts, .. } => parts.iter().map(|p| p.header.tensors.len() + p.header.kv.len()).sum(),
+    };
+    let bytes = (entries as u64).saturating_add(1).saturating_mul(BYTES_PER_FACTS_ENTRY);
+    u32::try_from(bytes).unwrap_or(u32::MAX)
+}
 
 /// Staged facts by what they are (a commit's, read with a token or without): a memory tier
-/// in front of checksummed files, so another option set for the same commit plans without
-/// staging (SPEC §5, design.md §5).
+/// in front of checksummed files, and Redis when replicas share one (tagged like verdicts),
+/// so another option set for the same commit — on any replica — plans without staging
+/// (SPEC §5, design.md §5).
 pub struct FactsTier {
     memory: moka::sync::Cache<String, Arc<ArtifactFacts>>,
     disk: Option<FactsCache>,
+    shared: Option<Arc<Shared>>,
 }
 
 impl FactsTier {
-    fn new(dir: Option<PathBuf>) -> Self {
+    fn new(dir: Option<PathBuf>, shared: Option<Arc<Shared>>) -> Self {
         Self {
-            memory: moka::sync::Cache::new(FACTS_IN_MEMORY),
+            memory: moka::sync::Cache::builder()
+                .max_capacity(FACTS_IN_MEMORY_BYTES)
+                .weigher(|_: &String, facts: &Arc<ArtifactFacts>| facts_weight(facts))
+                .build(),
             disk: dir.map(FactsCache::new),
+            shared,
         }
     }
 
-    fn get(&self, key: &FactsKey) -> Option<ArtifactFacts> {
+    /// Memory, then disk, then Redis; what a lower tier finds is promoted into the ones
+    /// above it. An entry that fails its checksum (or tag) anywhere is a miss. Shared, never
+    /// copied: the planner reads them as they are.
+    async fn get(&self, key: &FactsKey<'_>) -> Option<Arc<ArtifactFacts>> {
         let id = key.id();
         if let Some(facts) = self.memory.get(&id) {
-            return Some((*facts).clone());
+            return Some(facts);
         }
-        let facts = self.disk.as_ref()?.get(key)?;
-        self.memory.insert(id, Arc::new(facts.clone()));
+        if let Some(facts) = self.disk.as_ref().and_then(|disk| disk.get(key)) {
+            let facts = Arc::new(facts);
+            self.memory.insert(id, facts.clone());
+            return Some(facts);
+        }
+        let entry = self.shared.as_ref()?.get_facts(&id).await?;
+        let facts = Arc::new(facts_cache::decode(&entry)?);
+        self.memory.insert(id, facts.clone());
+        if let Some(disk) = &self.disk
+            && let Err(e) = disk.put(key, &facts)
+        {
+            tracing::warn!(error = %e, "staged facts from redis not stored on disk");
+        }
         Some(facts)
     }
 
-    fn put(&self, key: &FactsKey, facts: &ArtifactFacts) {
-        self.memory.insert(key.id(), Arc::new(facts.clone()));
+    async fn put(&self, key: &FactsKey<'_>, facts: &Arc<ArtifactFacts>) {
+        self.memory.insert(key.id(), facts.clone());
         if let Some(disk) = &self.disk
             && let Err(e) = disk.put(key, facts)
         {
             tracing::warn!(error = %e, "staged facts not stored");
         }
+        if let Some(shared) = &self.shared {
+            match facts_cache::encode(facts) {
+                Ok(entry) => shared.put_facts(&key.id(), &entry).await,
+                Err(e) => tracing::warn!(error = %e, "staged facts not encoded for redis"),
+            }
+        }
     }
+}
+
+/// Facts ready to plan: shared with the facts tier, and — when they came from it — how this
+/// request describes its source and what reading cost it (nothing).
+struct Cached {
+    facts: Arc<ArtifactFacts>,
+    served: Option<(SourceRef, StagingStats)>,
 }
 
 #[derive(Clone)]
@@ -167,6 +225,7 @@ enum Source {
 
 impl Pipeline {
     pub fn new(hub: HubClient, cache: VerdictCache, metrics: Arc<Metrics>, policy: Policy) -> Self {
+        let facts = FactsTier::new(policy.facts_dir, cache.shared_handle());
         Self {
             hub,
             cache,
@@ -179,7 +238,8 @@ impl Pipeline {
             max_header_bytes: policy.max_header_bytes,
             upstream_timeout: policy.upstream_timeout,
             lookup_after_staging: policy.lookup_after_staging,
-            facts: FactsTier::new(policy.facts_dir),
+            semantics_version: policy.semantics_version,
+            facts,
             flights: Mutex::new(HashMap::new()),
         }
     }
@@ -202,10 +262,15 @@ impl Pipeline {
         let commits = upstream.await.map_err(|_| self.upstream_timed_out())??;
 
         // 3. Look up.
-        let key = commits
-            .iter()
-            .all(Option::is_some)
-            .then(|| cache_key(&sources, &commits, &request.options, token.as_deref()));
+        let key = commits.iter().all(Option::is_some).then(|| {
+            cache_key(
+                self.semantics_version,
+                &sources,
+                &commits,
+                &request.options,
+                token.as_deref(),
+            )
+        });
         if self.lookup_after_staging {
             return self
                 .plan_in_the_broken_order(&hub, &sources, &commits, &request.options, key, deadline)
@@ -519,11 +584,11 @@ impl Pipeline {
     ) -> Result<(Arc<str>, Vec<Option<String>>), ApiError> {
         // Facts first: a source whose commit's facts are cached costs no staging. A staging
         // pass is counted — as it starts — only when some source must be read.
-        let cached: Vec<Option<ArtifactFacts>> = sources
+        let lookups = sources
             .iter()
             .zip(commits)
-            .map(|(source, commit)| self.cached_facts(hub, source, commit.as_deref()))
-            .collect();
+            .map(|(source, commit)| self.cached_facts(hub, source, commit.as_deref()));
+        let cached: Vec<Option<Cached>> = join_all(lookups).await;
         if cached.iter().any(Option::is_none) {
             inc(&self.metrics.staging_passes);
         }
@@ -536,16 +601,19 @@ impl Pipeline {
                 let budget = &budget;
                 async move {
                     match cached {
-                        Some(facts) => Ok(facts),
-                        None => self.stage_one(hub, source, commit, budget).await,
+                        Some(cached) => Ok(cached),
+                        None => self
+                            .stage_one(hub, source, commit, budget)
+                            .await
+                            .map(|facts| Cached { facts, served: None }),
                     }
                 }
             });
         let staged = tokio::time::timeout_at(deadline, join_all(reads))
             .await
             .map_err(|_| self.upstream_timed_out())?;
-        let facts: Vec<ArtifactFacts> = staged.into_iter().collect::<Result<_, _>>()?;
-        for f in &facts {
+        let staged: Vec<Cached> = staged.into_iter().collect::<Result<_, _>>()?;
+        for f in staged.iter().filter(|c| c.served.is_none()).map(|c| &c.facts) {
             self.metrics
                 .upstream_requests
                 .fetch_add(f.staging.requests, std::sync::atomic::Ordering::Relaxed);
@@ -553,11 +621,17 @@ impl Pipeline {
                 .bytes_fetched
                 .fetch_add(f.staging.bytes_fetched, std::sync::atomic::Ordering::Relaxed);
         }
-        let read: Vec<Option<String>> = facts.iter().map(|f| f.source.commit.clone()).collect();
+        let read: Vec<Option<String>> = staged.iter().map(|c| c.facts.source.commit.clone()).collect();
         inc(&self.metrics.plans);
         let options = options.clone();
         let body = tokio::task::spawn_blocking(move || {
-            let verdict = preflight_plan::plan(&facts, &options);
+            let (facts, served): (Vec<_>, Vec<_>) = staged.into_iter().map(|c| (c.facts, c.served)).unzip();
+            let mut verdict = preflight_plan::plan(&facts, &options);
+            for ((artifact, staging), served) in verdict.artifacts.iter_mut().zip(&mut verdict.staging).zip(served) {
+                if let Some((source, cost)) = served {
+                    (artifact.source, *staging) = (source, cost);
+                }
+            }
             serde_json::to_string(&verdict)
         })
         .await
@@ -572,13 +646,14 @@ impl Pipeline {
         source: &Source,
         commit: &Option<String>,
         budget: &PlanBudget,
-    ) -> Result<ArtifactFacts, ApiError> {
+    ) -> Result<Arc<ArtifactFacts>, ApiError> {
         match source {
             Source::Local(path) => {
                 let (path, roots) = (path.clone(), self.local_roots.clone());
                 tokio::task::spawn_blocking(move || local::stage_confined(&path, &roots))
                     .await
                     .map_err(|e| self.internal(&format!("local staging failed: {e}")))?
+                    .map(Arc::new)
                     .map_err(ApiError::from)
             }
             Source::Hub(spec) => {
@@ -587,17 +662,18 @@ impl Pipeline {
                     // The probe failed: resolve again as part of staging (an error now is final).
                     None => resolve_commit(hub, spec, &Counters::default()).await?,
                 };
-                let facts = stage(hub, spec, &commit, None, budget).await?;
+                let facts = Arc::new(stage(hub, spec, &commit, None, budget).await?);
                 self.facts
-                    .put(&FactsKey::hub(spec, &commit, hub.config().token.as_deref()), &facts);
+                    .put(&FactsKey::hub(spec, &commit, hub.config().token.as_deref()), &facts)
+                    .await;
                 Ok(facts)
             }
         }
     }
 
-    /// A Hub source's facts from the facts tier, described as this request's source; `None`
-    /// for a local source, an unknown commit or a miss.
-    fn cached_facts(&self, hub: &HubClient, source: &Source, commit: Option<&str>) -> Option<ArtifactFacts> {
+    /// A Hub source's facts from the facts tier and how to describe them to this request;
+    /// `None` for a local source, an unknown commit or a miss.
+    async fn cached_facts(&self, hub: &HubClient, source: &Source, commit: Option<&str>) -> Option<Cached> {
         let (Source::Hub(spec), Some(commit)) = (source, commit) else {
             return None;
         };
@@ -608,9 +684,13 @@ impl Pipeline {
         }
         let facts = self
             .facts
-            .get(&FactsKey::hub(spec, commit, hub.config().token.as_deref()))?;
+            .get(&FactsKey::hub(spec, commit, hub.config().token.as_deref()))
+            .await?;
         inc(&self.metrics.facts_hits);
-        Some(facts_cache::as_served(facts, spec, commit))
+        Some(Cached {
+            facts,
+            served: Some(facts_cache::served(spec, commit)),
+        })
     }
 
     fn upstream_timed_out(&self) -> ApiError {
@@ -682,9 +762,15 @@ fn definite(e: &HubError) -> bool {
 /// design §2 step 3: every artifact's commit in order, the semantics version, the canonical
 /// options, and the access scope. Anonymous plans share the `public` scope; a plan made with a
 /// token is scoped to that token (its hash), so a gated verdict never reaches anyone else.
-fn cache_key(sources: &[Source], commits: &[Option<String>], options: &PlanOptions, token: Option<&str>) -> String {
+fn cache_key(
+    semantics_version: u32,
+    sources: &[Source],
+    commits: &[Option<String>],
+    options: &PlanOptions,
+    token: Option<&str>,
+) -> String {
     let mut h = Sha256::new();
-    h.update(format!("semantics={}\n", preflight_plan::SEMANTICS_VERSION));
+    h.update(format!("semantics={semantics_version}\n"));
     h.update(format!(
         "options={}\n",
         serde_json::to_string(options).unwrap_or_default()

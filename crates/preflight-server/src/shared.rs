@@ -1,6 +1,6 @@
 //! The shared tier for several replicas, in Redis: verdicts (same keys as the embedded store,
-//! with a TTL), a lease per key for cross-replica single flight, and a fleet-wide budget of
-//! Hub requests.
+//! with a TTL), staged facts (so one replica's staging spares the others theirs), a lease per
+//! key for cross-replica single flight, and a fleet-wide budget of Hub requests.
 //!
 //! **Redis write access alone cannot forge an answer.** Every stored verdict carries an
 //! HMAC-SHA256 over its key and body under a secret the replicas share (`--cache-secret`); a
@@ -33,6 +33,8 @@ const PREFIX: &str = "preflight:v2";
 pub const MIN_SECRET_LEN: usize = 32;
 
 type HmacSha256 = Hmac<Sha256>;
+/// An HMAC-SHA256 tag, stored raw before a facts entry.
+const TAG_BYTES: usize = 32;
 /// The breaker's first and longest pause after a failure.
 const BREAKER_MIN: Duration = Duration::from_millis(500);
 const BREAKER_MAX: Duration = Duration::from_secs(5);
@@ -165,12 +167,16 @@ impl Shared {
         format!("{PREFIX}:lease:{key}")
     }
 
+    fn facts_key(id: &str) -> String {
+        format!("{PREFIX}:facts:{id}")
+    }
+
     /// The tag of `body` stored under `key`: bound to the key, so a value is valid only where
     /// it was written.
-    fn mac(&self, key: &str, body: &str) -> HmacSha256 {
+    fn mac(&self, key: &str, body: &[u8]) -> HmacSha256 {
         let mut mac = self.mac.clone();
-        for part in [PREFIX, "\n", key, "\n", body] {
-            mac.update(part.as_bytes());
+        for part in [PREFIX.as_bytes(), b"\n", key.as_bytes(), b"\n", body] {
+            mac.update(part);
         }
         mac
     }
@@ -184,7 +190,7 @@ impl Shared {
             .await??;
         if let Some((tag, body)) = value.split_once('\n')
             && let Some(tag) = unhex(tag)
-            && self.mac(key, body).verify_slice(&tag).is_ok()
+            && self.mac(key, body.as_bytes()).verify_slice(&tag).is_ok()
         {
             return Some(body.to_owned());
         }
@@ -195,10 +201,47 @@ impl Shared {
     }
 
     pub async fn put(&self, key: &str, body: &str) {
-        let value = format!("{}\n{body}", hex(&self.mac(key, body).finalize().into_bytes()));
+        let value = format!(
+            "{}\n{body}",
+            hex(&self.mac(key, body.as_bytes()).finalize().into_bytes())
+        );
         let (rkey, ttl) = (Self::verdict_key(key), self.config.ttl.as_secs().max(1));
         let _: Option<()> = self
             .call("set", |mut c| async move { c.set_ex(rkey, value, ttl).await })
+            .await;
+    }
+
+    /// Staged facts under `id` (a facts key's id), as an encoded entry whose tag verified;
+    /// one that does not — forged, corrupt, or moved from another key (a token's facts
+    /// replayed under the public key) — is deleted and reads as a miss.
+    pub async fn get_facts(&self, id: &str) -> Option<Vec<u8>> {
+        let rkey = Self::facts_key(id);
+        let fetch = rkey.clone();
+        let value: Vec<u8> = self
+            .call(
+                "get facts",
+                |mut c| async move { c.get::<_, Option<Vec<u8>>>(fetch).await },
+            )
+            .await??;
+        if value.len() >= TAG_BYTES {
+            let (tag, entry) = value.split_at(TAG_BYTES);
+            if self.mac(&rkey, entry).verify_slice(tag).is_ok() {
+                return Some(entry.to_vec());
+            }
+        }
+        tracing::warn!(id, "unauthenticated facts in redis: treated as a miss and deleted");
+        let _: Option<()> = self.call("del facts", |mut c| async move { c.del(rkey).await }).await;
+        None
+    }
+
+    /// Store an encoded facts entry under `id`, tagged, for as long as verdicts live.
+    pub async fn put_facts(&self, id: &str, entry: &[u8]) {
+        let rkey = Self::facts_key(id);
+        let mut value = self.mac(&rkey, entry).finalize().into_bytes().to_vec();
+        value.extend_from_slice(entry);
+        let ttl = self.config.ttl.as_secs().max(1);
+        let _: Option<()> = self
+            .call("set facts", |mut c| async move { c.set_ex(rkey, value, ttl).await })
             .await;
     }
 

@@ -6,13 +6,16 @@
 //! is written to a temporary file and renamed into place, so a reader sees a whole entry or
 //! none; one that fails its checksum or does not parse is a miss (and is removed). Facts read
 //! with a token are keyed by that token's hash, so they are never served without it.
+//!
+//! Beside the entries, `refs/` remembers the commit each revision was last read at (as the HF
+//! cache's refs do), so `HF_HUB_OFFLINE=1` can plan an unpinned source from the newest entry.
 
 use std::fs;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use preflight_formats::facts::{ArtifactFacts, StagingStats};
+use preflight_formats::facts::{ArtifactFacts, SourceRef, StagingStats};
 use sha2::{Digest, Sha256};
 
 use crate::spec::HubSpec;
@@ -28,6 +31,12 @@ const MAGIC: &[u8; 8] = b"PFFACTS1";
 /// Facts far larger than any real checkpoint's (DeepSeek-V3's are ~2 MB compressed) are
 /// refused on read, so a planted file cannot make the reader allocate without bound.
 const MAX_ENTRY_BYTES: u64 = 256 << 20;
+
+/// The JSON writer's buffer in front of the compressor: serde writes in small pieces.
+const ENCODE_BUFFER: usize = 64 << 10;
+
+/// Where the revisions' last commits are kept, under the cache directory.
+const REFS: &str = "refs";
 
 /// What identifies staged facts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,15 +85,20 @@ impl<'a> FactsKey<'a> {
     }
 }
 
-/// Cached facts as the answer to this request: the commit's facts, the source as this
-/// request names it (a pinned spec stays pinned), and no staging cost.
+/// Cached facts as the answer to this request: the commit's facts, described by [`served`].
 pub fn as_served(mut facts: ArtifactFacts, spec: &HubSpec, commit: &str) -> ArtifactFacts {
-    facts.source = crate::hub::stage::source_ref(spec, commit);
-    facts.staging = StagingStats {
+    (facts.source, facts.staging) = served(spec, commit);
+    facts
+}
+
+/// How cached facts answering this request are described: the source as this request names
+/// it (a pinned spec stays pinned), and no staging cost.
+pub fn served(spec: &HubSpec, commit: &str) -> (SourceRef, StagingStats) {
+    let staging = StagingStats {
         commit: Some(commit.to_owned()),
         ..StagingStats::default()
     };
-    facts
+    (crate::hub::stage::source_ref(spec, commit), staging)
 }
 
 /// One cached entry, as `cache ls` shows it.
@@ -126,20 +140,33 @@ impl FactsCache {
     /// (the plan already has its facts), only a miss next time.
     pub fn put(&self, key: &FactsKey, facts: &ArtifactFacts) -> std::io::Result<()> {
         fs::create_dir_all(&self.dir)?;
-        let json = serde_json::to_vec(facts).map_err(std::io::Error::other)?;
-        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        gz.write_all(&json)?;
-        let payload = gz.finish()?;
-        let mut bytes = Vec::with_capacity(MAGIC.len() + 32 + payload.len());
-        bytes.extend_from_slice(MAGIC);
-        bytes.extend_from_slice(&Sha256::digest(&payload));
-        bytes.extend_from_slice(&payload);
+        let bytes = encode(facts)?;
         let path = self.dir.join(key.file_name());
         let partial = self.dir.join(format!(".{}.{}", key.file_name(), std::process::id()));
         fs::write(&partial, &bytes)?;
         fs::rename(&partial, &path).inspect_err(|_| {
             let _ = fs::remove_file(&partial);
         })
+    }
+
+    /// Remember that `spec`'s revision (read with `token`, or without) was last read at
+    /// `commit`. Written whole or not at all, like an entry.
+    pub fn put_ref(&self, spec: &HubSpec, token: Option<&str>, commit: &str) -> std::io::Result<()> {
+        let dir = self.dir.join(REFS);
+        fs::create_dir_all(&dir)?;
+        let name = ref_name(spec, token);
+        let partial = dir.join(format!(".{name}.{}", std::process::id()));
+        fs::write(&partial, commit)?;
+        fs::rename(&partial, dir.join(name)).inspect_err(|_| {
+            let _ = fs::remove_file(&partial);
+        })
+    }
+
+    /// The commit `spec`'s revision was last read at (with `token`, or without), if any run
+    /// remembered one: what an offline plan of an unpinned source reads.
+    pub fn latest(&self, spec: &HubSpec, token: Option<&str>) -> Option<String> {
+        let text = fs::read_to_string(self.dir.join(REFS).join(ref_name(spec, token))).ok()?;
+        crate::spec::is_commit(&text).then_some(text)
     }
 
     /// Every entry, newest first.
@@ -173,11 +200,15 @@ impl FactsCache {
         Ok(out)
     }
 
-    /// Remove every entry; returns how many.
+    /// Remove every entry (and the remembered refs); returns how many entries.
     pub fn clear(&self) -> std::io::Result<usize> {
         let entries = self.entries()?;
         for e in &entries {
             fs::remove_file(&e.path)?;
+        }
+        match fs::remove_dir_all(self.dir.join(REFS)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
         }
         Ok(entries.len())
     }
@@ -203,6 +234,30 @@ fn read_entry(path: &Path) -> Option<ArtifactFacts> {
     let file = fs::File::open(path).ok()?;
     let mut bytes = Vec::new();
     file.take(MAX_ENTRY_BYTES + 1).read_to_end(&mut bytes).ok()?;
+    decode(&bytes)
+}
+
+/// Facts as an entry: `MAGIC`, the SHA-256 of the rest, gzip-compressed JSON. The one
+/// encoding every tier stores (the service's disk and Redis tiers, the CLI's directory).
+pub fn encode(facts: &ArtifactFacts) -> std::io::Result<Vec<u8>> {
+    // Streamed into the compressor: a large checkpoint's JSON (DeepSeek-V3's is ~25 MB) is
+    // never held whole beside the facts it describes.
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut writer = std::io::BufWriter::with_capacity(ENCODE_BUFFER, &mut gz);
+    serde_json::to_writer(&mut writer, facts).map_err(std::io::Error::other)?;
+    writer.flush()?;
+    drop(writer);
+    let payload = gz.finish()?;
+    let mut bytes = Vec::with_capacity(MAGIC.len() + 32 + payload.len());
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&Sha256::digest(&payload));
+    bytes.extend_from_slice(&payload);
+    Ok(bytes)
+}
+
+/// The facts in an entry; `None` when it is too large, not an entry, fails its checksum or
+/// does not parse.
+pub fn decode(bytes: &[u8]) -> Option<ArtifactFacts> {
     if bytes.len() as u64 > MAX_ENTRY_BYTES || bytes.len() < MAGIC.len() + 32 {
         return None;
     }
@@ -217,6 +272,25 @@ fn read_entry(path: &Path) -> Option<ArtifactFacts> {
         .read_to_end(&mut json)
         .ok()?;
     serde_json::from_slice(&json).ok()
+}
+
+/// A ref's file name: a digest of the repo, revision, file and token (hashed), so a gated
+/// repo's refs, like its entries, belong to the token that read them.
+fn ref_name(spec: &HubSpec, token: Option<&str>) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        spec.repo.as_str(),
+        spec.revision_or_main(),
+        spec.file.as_deref().unwrap_or(""),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    if let Some(token) = token {
+        h.update(b"token\0");
+        h.update(Sha256::digest(token.as_bytes()));
+    }
+    format!("{}.ref", hex(&h.finalize()))
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -6,6 +6,7 @@ mod gate;
 mod plan_args;
 mod render;
 mod serve;
+mod term;
 
 use std::process::ExitCode;
 
@@ -183,8 +184,9 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
     };
     let mut hub = None;
     let mut facts = Vec::with_capacity(sources.len());
+    let progress = term::progress_wanted(json);
     for source in sources {
-        match runtime.block_on(stage(source, &mut hub, cache)) {
+        match runtime.block_on(stage(source, &mut hub, cache, progress)) {
             Ok(f) => facts.push(f),
             Err(e) => {
                 let exit = match e.kind() {
@@ -199,6 +201,9 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
         return compared(compare, &facts, &options, json);
     }
     let verdict = preflight_plan::plan(&facts, &options);
+    // The process ends once the verdict is out: freeing a large checkpoint's facts one string
+    // at a time (DeepSeek-V3: ~10% of a local plan's CPU) is work the OS does for free.
+    std::mem::forget(facts);
     if json {
         match serde_json::to_string_pretty(&verdict) {
             Ok(text) => emit(&format!("{text}\n")),
@@ -208,7 +213,7 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
             }
         }
     } else {
-        emit(&render::verdict(&verdict));
+        emit(&render::verdict(&verdict, term::Paint::for_stdout()));
     }
     let fits = verdict.memory.as_ref().and_then(|m| m.fits);
     ExitCode::from(match (verdict.admissible, fits) {
@@ -275,11 +280,13 @@ fn fail(json: bool, code: ErrorCode, message: &str, exit: u8) -> ExitCode {
 }
 
 /// Stage one source. The Hub client, and the plan's budget every Hub source draws from, are
-/// made on first use, from the environment.
+/// made on first use, from the environment. `progress`: show what Hub staging has read so
+/// far on stderr.
 async fn stage(
     source: &str,
     hub: &mut Option<(HubClient, hub::stage::PlanBudget)>,
     cache: Option<&FactsCache>,
+    progress: bool,
 ) -> Result<preflight_source::ArtifactFacts, SourceError> {
     match spec::parse(source)? {
         SourceSpec::Local(path) => preflight_source::local::stage(&path),
@@ -293,17 +300,39 @@ async fn stage(
                 }
             };
             let resolve = Counters::default();
-            let (commit, listing) = hub::stage::resolve_with_listing(client, &spec, &resolve).await?;
-            let key = FactsKey::hub(&spec, &commit, client.config().token.as_deref());
+            let token = client.config().token.as_deref();
+            let (commit, listing) = match hub::stage::resolve_with_listing(client, &spec, &resolve).await {
+                Ok(resolved) => resolved,
+                // Offline, and the HF cache has no ref: the newest commit our own cache read.
+                Err(e @ SourceError::Hub(hub::HubError::Offline { .. })) => {
+                    match cache.and_then(|c| c.latest(&spec, token)) {
+                        Some(commit) => (commit, None),
+                        None => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            let key = FactsKey::hub(&spec, &commit, token);
             let cached = cache.and_then(|c| c.get(&key));
             let hit = cached.is_some();
             let mut facts = match cached {
                 Some(facts) => facts_cache::as_served(facts, &spec, &commit),
-                None => hub::stage::stage(client, &spec, &commit, listing, budget).await?,
+                None => {
+                    let staging = hub::stage::stage(client, &spec, &commit, listing, budget);
+                    match progress {
+                        true => term::with_progress(source, budget, staging).await?,
+                        false => staging.await?,
+                    }
+                }
             };
-            if !hit && let Some(cache) = cache {
+            if let Some(cache) = cache {
                 // A cache that cannot be written costs the next run a restage, nothing more.
-                let _ = cache.put(&key, &facts);
+                if !hit {
+                    let _ = cache.put(&key, &facts);
+                }
+                if !spec.is_pinned() {
+                    let _ = cache.put_ref(&spec, token, &commit);
+                }
             }
             // The CLI's resolution is part of what this plan cost.
             facts.staging.requests += resolve.requests.load(std::sync::atomic::Ordering::Relaxed);

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use crate::term::Paint;
 use preflight_plan::{ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Memory, Severity, Verdict};
 
 /// `8190735360` → `8,190,735,360`: the planner's grouping, so findings and tables agree.
@@ -28,15 +29,16 @@ pub fn bytes(n: u64) -> String {
     format!("{n} B")
 }
 
-pub fn verdict(v: &Verdict) -> String {
+/// The verdict as text; `paint` colours the words that decide (plain unless a terminal).
+pub fn verdict(v: &Verdict, paint: Paint) -> String {
     let mut out = String::new();
     let fits = v.memory.as_ref().and_then(|m| m.fits);
     // What a person checks first, first: a plan that cannot be served says so before
     // anything else (the exit status is 4).
     let state = match (v.admissible, fits) {
-        (true, Some(false)) => "DOES NOT FIT (admissible)",
-        (true, _) => "ADMISSIBLE",
-        (false, _) => "NOT ADMISSIBLE",
+        (true, Some(false)) => paint.yellow("DOES NOT FIT (admissible)"),
+        (true, _) => paint.green("ADMISSIBLE"),
+        (false, _) => paint.red("NOT ADMISSIBLE"),
     };
     let _ = writeln!(
         out,
@@ -45,7 +47,7 @@ pub fn verdict(v: &Verdict) -> String {
     );
     for (artifact, staging) in v.artifacts.iter().zip(&v.staging) {
         out.push('\n');
-        artifact_block(&mut out, artifact);
+        artifact_block(&mut out, artifact, paint);
         let _ = writeln!(
             out,
             "  {:<14}{} files, {} requests, {} fetched ({} of headers)",
@@ -58,7 +60,7 @@ pub fn verdict(v: &Verdict) -> String {
     }
     if let Some(memory) = &v.memory {
         out.push('\n');
-        system_memory(&mut out, memory);
+        system_memory(&mut out, memory, paint);
     } else if v
         .artifacts
         .iter()
@@ -70,7 +72,7 @@ pub fn verdict(v: &Verdict) -> String {
     out
 }
 
-fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
+fn artifact_block(out: &mut String, a: &ArtifactVerdict, paint: Paint) {
     let format = match a.format {
         preflight_plan::Format::Safetensors => "safetensors",
         preflight_plan::Format::Gguf => "gguf",
@@ -175,17 +177,18 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
     row(out, "findings", String::new());
     for severity in [Severity::Blocking, Severity::Warning, Severity::Info] {
         for f in a.findings.iter().filter(|f| f.severity == severity) {
+            // Padded before it is painted: escape codes take no columns.
             let label = match severity {
-                Severity::Blocking => "BLOCKING",
-                Severity::Warning => "warning",
-                Severity::Info => "info",
+                Severity::Blocking => paint.red(&format!("{:<9}", "BLOCKING")),
+                Severity::Warning => paint.yellow(&format!("{:<9}", "warning")),
+                Severity::Info => format!("{:<9}", "info"),
             };
             let sides = match (&f.declared, &f.observed) {
                 (Some(d), Some(o)) => format!(" (declared {d}, observed {o})"),
                 (None, Some(o)) => format!(" (observed {o})"),
                 _ => String::new(),
             };
-            let _ = writeln!(out, "    {label:<9}{:<31}{}: {}{sides}", f.code, f.subject, f.detail);
+            let _ = writeln!(out, "    {label}{:<31}{}: {}{sides}", f.code, f.subject, f.detail);
         }
     }
 }
@@ -287,7 +290,7 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
 const BAR_WIDTH: usize = 40;
 
 /// The system on its devices: one bar per run of alike devices, then the verdict on fit.
-fn system_memory(out: &mut String, m: &Memory) {
+fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
     let _ = writeln!(
         out,
         "MEMORY  {} {} · total {} · weights {} · KV cache {} · activations {}",
@@ -343,8 +346,8 @@ fn system_memory(out: &mut String, m: &Memory) {
         start = end;
     }
     let fits = match m.fits {
-        Some(true) => "FITS",
-        _ => "DOES NOT FIT",
+        Some(true) => paint.green("FITS"),
+        _ => paint.red("DOES NOT FIT"),
     };
     let limit = match m.max_context_limited_by {
         Some(preflight_plan::LimitedBy::Model) => " (the model's own maximum)",

@@ -7,6 +7,7 @@ use preflight_server::{LogFormat, ServeArgs};
 use tracing_subscriber::EnvFilter;
 
 pub fn run(args: ServeArgs) -> ExitCode {
+    preflight_server::bound_allocator_arenas();
     let filter = EnvFilter::try_from_env("PREFLIGHT_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour codes only for a person at a terminal; a log file or collector gets plain text.
     let logs = tracing_subscriber::fmt()

@@ -5,7 +5,9 @@
 use axum::http::StatusCode;
 use serde_json::json;
 
-use crate::support::{TOKEN, server};
+use preflight_server::metrics::Metrics;
+
+use crate::support::{TOKEN, commit_of, server};
 
 const DEEPSEEK: &str = "hf://deepseek-ai/DeepSeek-V3";
 
@@ -36,19 +38,46 @@ async fn other_option_sets_for_the_same_commit_plan_from_cached_facts() {
     let after = s.counts();
     assert_eq!(after.staging - before.staging, 0, "no staging pass");
     assert_eq!(after.plans - before.plans, 3, "three planner invocations");
-    // Pinned: not even the probe.
-    let upstream = s.upstream();
+    // Pinned: not even the probe, for three more option sets.
     let pinned = format!("{DEEPSEEK}@{commit}");
-    let (status, _, v) = s
-        .plan_with(json!({ "sources": [pinned], "options": {"sequences": 3} }), None)
-        .await;
+    for options in [
+        json!({"sequences": 3}),
+        json!({"kv_dtype": "fp8"}),
+        json!({"devices": "h200:8"}),
+    ] {
+        let upstream = s.upstream();
+        let (status, _, v) = s
+            .plan_with(json!({ "sources": [&pinned], "options": options }), None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(s.upstream(), upstream, "pinned: no upstream request ({options})");
+        assert_eq!(
+            v["artifacts"][0]["source"]["pinned"], true,
+            "the answer describes this request"
+        );
+    }
+    let pinned_counts = s.counts() - after;
+    assert_eq!((pinned_counts.staging, pinned_counts.plans), (0, 3));
+}
+
+#[tokio::test]
+async fn a_semantics_version_bump_replans_from_cached_facts() {
+    let mut s = server(&[]).await;
+    let repo = "hf://Qwen/Qwen3-8B";
+    let (status, _, first) = s.plan(&[repo]).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    // A release with another semantics version: every verdict it stored before misses, the
+    // facts (keyed without it) do not.
+    let bumped = (preflight_plan::SEMANTICS_VERSION + 1).to_string();
+    s.restart(&["--debug-semantics-version", &bumped]);
+    let upstream = s.upstream();
+    let (status, _, v) = s.plan(&[repo]).await;
     assert_eq!(status, StatusCode::OK, "{v}");
-    assert_eq!(s.upstream(), upstream, "pinned: no upstream request");
-    assert_eq!(
-        v["artifacts"][0]["source"]["pinned"], true,
-        "the answer describes this request"
-    );
-    assert_eq!(s.counts().staging, after.staging);
+    assert_eq!(v["serving"]["cached"], false, "re-planned, not served the old verdict");
+    let counts = s.counts();
+    assert_eq!((counts.staging, counts.plans), (0, 1), "planned again without staging");
+    assert_eq!(s.upstream() - upstream, 1, "the probe alone");
+    assert_eq!(v["artifacts"][0]["parameters"], first["artifacts"][0]["parameters"]);
 }
 
 #[tokio::test]
@@ -65,6 +94,32 @@ async fn facts_read_with_a_token_are_not_served_without_it() {
         StatusCode::UNAUTHORIZED,
         "refused, not answered from cached facts: {v}"
     );
+}
+
+#[tokio::test]
+async fn pinned_facts_read_with_a_token_are_not_served_without_it() {
+    // Pinned, so no probe stands in the way: only the facts tier's scoping can refuse.
+    let s = server(&[]).await;
+    let gated = format!("hf://meta-llama/Llama-3.1-8B@{}", commit_of("meta-llama/Llama-3.1-8B"));
+    let (status, _, v) = s.plan_with(json!({ "sources": [&gated] }), Some(TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let upstream = s.upstream();
+    let (status, _, v) = s
+        .plan_with(json!({ "sources": [&gated], "options": {"context": 1024} }), None)
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
+    assert!(s.upstream() > upstream, "asked the Hub, which refused");
+    assert_eq!(Metrics::get(&s.state.metrics.facts_hits), 0);
+    // The token's holder, with other options, plans from its facts.
+    let (status, _, v) = s
+        .plan_with(
+            json!({ "sources": [&gated], "options": {"context": 1024} }),
+            Some(TOKEN),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(Metrics::get(&s.state.metrics.facts_hits), 1);
+    assert_eq!(s.counts().staging, 2, "the token's first read, and the refused one");
 }
 
 #[tokio::test]

@@ -187,7 +187,8 @@ async fn a_verdict_forged_in_redis_with_a_valid_checksum_is_served() {
         assert_eq!(v["admissible"], true);
         assert_eq!(v["artifacts"][0]["source"]["spec"], source);
     }
-    assert_eq!(b.counts().staging, 2, "both were planned afresh");
+    assert_eq!(b.counts().plans, 2, "both were planned afresh");
+    assert_eq!(b.counts().staging, 0, "from the facts A staged, which verify");
 }
 
 fn sha2_hex(bytes: &[u8]) -> String {

@@ -7,6 +7,8 @@ use axum::http::StatusCode;
 use preflight_testhub::redis::RedisServer;
 use preflight_testhub::{Fault, Origin, TestHub};
 
+use serde_json::json;
+
 use crate::support::{Server, commit_of, hub};
 
 /// The replicas' shared secret (what `PREFLIGHT_CACHE_SECRET` holds in a deployment).
@@ -187,4 +189,64 @@ async fn the_shared_hub_budget_holds_across_replicas() {
             + preflight_server::metrics::Metrics::get(&b.state.metrics.budget_refusals)
             > 0
     );
+}
+
+#[tokio::test]
+async fn staged_facts_in_redis_spare_another_replica_its_staging() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let flags = [
+        "--cache-url",
+        url.as_str(),
+        "--cache-secret",
+        SECRET,
+        "--redis-timeout-ms",
+        "2000",
+    ];
+    let a = crate::support::server_on(hub().await, &flags);
+    let repo = "hf://Qwen/Qwen3-30B-A3B";
+    assert_eq!(a.plan(&[repo]).await.0, StatusCode::OK);
+
+    // B never staged it, and no one asked for these options: its verdict misses, its facts
+    // come from Redis — one probe, one plan, no staging.
+    let b = a.sibling(&flags);
+    let before = hub_requests(&a.hub);
+    let (status, _, v) = b
+        .plan_with(json!({ "sources": [repo], "options": {"context": 4096} }), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["serving"]["cached"], false);
+    assert_eq!((b.counts().staging, b.counts().plans), (0, 1));
+    assert_eq!(hub_requests(&a.hub) - before, 1, "the probe alone");
+    assert_eq!(preflight_server::metrics::Metrics::get(&b.state.metrics.facts_hits), 1);
+
+    // A facts value altered in Redis fails its tag: a fresh replica stages again.
+    let client = redis::Client::open(url.as_str()).expect("redis client");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("preflight:*facts:*")
+        .query_async(&mut conn)
+        .await
+        .expect("keys");
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    let mut value: Vec<u8> = redis::cmd("GET")
+        .arg(&keys[0])
+        .query_async(&mut conn)
+        .await
+        .expect("get");
+    let middle = value.len() / 2;
+    value[middle] ^= 0x55;
+    let _: () = redis::cmd("SET")
+        .arg(&keys[0])
+        .arg(value)
+        .query_async(&mut conn)
+        .await
+        .expect("set");
+    let c = a.sibling(&flags);
+    let (status, _, v) = c
+        .plan_with(json!({ "sources": [repo], "options": {"context": 8192} }), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(c.counts().staging, 1, "restaged");
+    assert_eq!(preflight_server::metrics::Metrics::get(&c.state.metrics.facts_hits), 0);
 }

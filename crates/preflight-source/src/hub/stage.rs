@@ -245,6 +245,11 @@ impl PlanBudget {
         self.requests.used()
     }
 
+    /// Header bytes drawn from this budget so far.
+    pub fn header_bytes(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+
     fn take(&self, n: u64, file: &str) -> Result<(), SourceError> {
         let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
         if used > self.max {

@@ -75,6 +75,40 @@ fn offline_with_an_empty_cache_fails_without_a_request() {
     assert!(hub.requests().is_empty());
 }
 
+/// Offline, an unpinned source the HF cache has no ref for plans from the commit the facts
+/// cache last read it at: no request at all.
+#[test]
+fn offline_plans_an_unpinned_source_from_the_facts_cache() {
+    let hub = hub();
+    let home = tempfile::tempdir().expect("tempdir");
+    let online = run(&hub, home.path(), &[], &["plan", "--json", "hf://Qwen/Qwen3-8B"]);
+    assert_eq!(
+        online.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&online.stderr)
+    );
+    let online: Value = serde_json::from_slice(&online.stdout).expect("json");
+    hub.clear_requests();
+    let offline = [("HF_HUB_OFFLINE", "1")];
+    let out = run(
+        &hub,
+        home.path(),
+        &offline,
+        &["plan", "--json", "--context", "4096", "hf://Qwen/Qwen3-8B"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(hub.requests().is_empty(), "{:?}", hub.requests());
+    assert_eq!(v["artifacts"][0]["source"], online["artifacts"][0]["source"]);
+    assert_eq!(v["artifacts"][0]["parameters"], online["artifacts"][0]["parameters"]);
+    assert!(v["memory"].is_object());
+    // Another revision was never read: still refused.
+    let out = run(&hub, home.path(), &offline, &["plan", "hf://Qwen/Qwen3-8B@v2"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(hub.requests().is_empty());
+}
+
 #[test]
 fn a_system_plan_mixes_hub_and_local_sources() {
     let hub = hub();

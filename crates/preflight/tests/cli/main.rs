@@ -9,3 +9,4 @@ mod hub;
 mod memory;
 mod replicas;
 mod support;
+mod terminal;
