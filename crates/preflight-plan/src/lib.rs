@@ -12,6 +12,7 @@ mod memory;
 pub mod model;
 pub mod options;
 pub mod quant;
+mod runtimes;
 mod safetensors;
 mod tensors;
 pub mod verdict;
@@ -32,12 +33,21 @@ pub const SEMANTICS_VERSION: u32 = 3;
 /// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
 /// (bad options are bad input); options that fail it are planned without memory.
 pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
-    let memory_options = (options.asks_for_memory() && options.validate().is_ok()).then_some(options);
+    let valid = options.validate().is_ok();
+    let memory_options = (options.asks_for_memory() && valid).then_some(options);
+    let devices = match (valid, &options.devices) {
+        (true, Some(devices)) => devices.groups(),
+        _ => &[],
+    };
     let (artifacts, sizings): (Vec<ArtifactVerdict>, Vec<Option<memory::Sizing>>) = facts
         .iter()
         .enumerate()
-        .map(|(i, f)| plan_artifact(i, f, memory_options))
+        .map(|(i, f)| plan_artifact(i, f, memory_options, devices))
         .unzip();
+    let require_engine = options.require_engine.map(|engine| RequiredEngine {
+        engine,
+        met: artifacts.iter().all(|a| a.runtimes.get(engine).supported.runs()),
+    });
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
     let memory = memory_options.and_then(|options| {
         let sizings: Vec<memory::Sizing> = sizings.into_iter().collect::<Option<_>>()?;
@@ -62,6 +72,7 @@ pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
         staging: facts.iter().map(|f| f.staging.clone()).collect(),
         artifacts,
         memory,
+        require_engine,
     }
 }
 
@@ -69,6 +80,7 @@ fn plan_artifact(
     index: usize,
     facts: &ArtifactFacts,
     memory_options: Option<&PlanOptions>,
+    devices: &[options::DeviceGroup],
 ) -> (ArtifactVerdict, Option<memory::Sizing>) {
     let mut findings = findings::Findings::default();
     let (format, model, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
@@ -109,6 +121,25 @@ fn plan_artifact(
         };
         memory::prepare(&inputs, options, &mut findings)
     });
+    let config = facts.config.as_ref().map(|c| &c.raw);
+    let config_str = |key: &str| config.and_then(|c| c.get(key)?.as_str());
+    let subject = runtimes::Subject {
+        format,
+        class: config.and_then(|c| c.get("architectures")?.as_array()?.first()?.as_str()),
+        // The top level's: engines dispatch on the wrapper, not its text model.
+        model_type: config_str("model_type").or_else(|| model.as_ref().map(|m| m.model_type.as_str())),
+        gguf_architecture: match &facts.content {
+            Content::Gguf { parts, .. } => parts
+                .first()
+                .and_then(|p| match p.header.kv.get("general.architecture") {
+                    Some(preflight_formats::gguf::Value::String(s)) => Some(s.as_str()),
+                    _ => None,
+                }),
+            Content::Safetensors { .. } => None,
+        },
+        model: model.as_ref(),
+    };
+    let runtimes = runtimes::judge(index, &subject, devices);
     let verdict = ArtifactVerdict {
         name: artifact_name(facts),
         source: facts.source.clone(),
@@ -118,6 +149,7 @@ fn plan_artifact(
         weights_bytes,
         tensor_elements_by_dtype,
         memory: sizing.as_ref().map(memory::Sizing::report),
+        runtimes,
         findings: findings.finish(index),
     };
     (verdict, sizing)

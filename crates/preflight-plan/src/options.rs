@@ -12,6 +12,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::devices;
+use crate::verdict::Engine;
 
 /// Longest context accepted: llama.cpp holds contexts in 32 bits, and no model declares one
 /// within three orders of magnitude of it. It also keeps every byte product far from `u64`.
@@ -62,6 +63,11 @@ pub struct PlanOptions {
     /// speculative draft. Default: excluded, as engines skip them unless asked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub include_mtp: bool,
+    /// An engine the deployment needs (`vllm`, `sglang`, `llama_cpp`, `transformers`): the
+    /// verdict's `require_engine.met` says whether every artifact runs on it (`yes` or
+    /// `fallback`), and the CLI exits 4 when not. Not a memory option.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_engine: Option<Engine>,
 }
 
 /// An option value that cannot be planned: the caller's mistake, reported before any work.
@@ -89,10 +95,15 @@ fn error(option: &'static str, message: impl Into<String>) -> OptionsError {
 }
 
 impl PlanOptions {
-    /// Whether the caller asked for memory: any option given. `{}` plans as before, so
-    /// existing verdicts (and their cache keys) are unchanged.
+    /// Whether the caller asked for memory: any memory option given (`require_engine` is
+    /// not one). `{}` plans as before, so existing verdicts (and their cache keys) are
+    /// unchanged.
     pub fn asks_for_memory(&self) -> bool {
-        *self != PlanOptions::default()
+        *self
+            != PlanOptions {
+                require_engine: self.require_engine,
+                ..PlanOptions::default()
+            }
     }
 
     /// Reject values no plan can honour. Values that depend on the model (a tensor-parallel
@@ -344,8 +355,9 @@ impl FromStr for Fraction {
 }
 
 /// The devices a system is placed on: groups of `NAME[:COUNT]`, comma-separated, where NAME
-/// is a catalogue device ([`devices::CATALOGUE`]) or a capacity (`85899345920`, `80GiB`,
-/// `24GB`). Canonical form: lower-case names, capacities in bytes, every count written.
+/// is a catalogue device ([`devices::catalogue`]), a catalogue device at a given size
+/// (`rtx-4090=24GiB`, for parts whose memory the catalogue does not know), or a capacity
+/// (`85899345920`, `80GiB`, `24GB`). Canonical form: lower-case names, capacities in bytes, every count written.
 /// The API also takes a JSON list of groups (`["h100-80gb:2", "l4"]`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(into = "String")]
@@ -359,6 +371,24 @@ pub struct DeviceGroup {
     pub name: String,
     pub capacity_bytes: u64,
     pub count: u64,
+    /// What CUDA shows of the device, where measured (catalogue devices at their own size).
+    pub cuda_visible_bytes: Option<u64>,
+}
+
+impl DeviceGroup {
+    /// The catalogued device, when the group names one (not a bare size).
+    pub fn device(&self) -> Option<&'static devices::Device> {
+        devices::find(&self.name)
+    }
+
+    /// Canonical text: `name`, or `name=bytes` when the caller gave a catalogued device a
+    /// size other than the catalogue's.
+    fn spec(&self) -> String {
+        match self.device() {
+            Some(d) if d.memory_bytes != Some(self.capacity_bytes) => format!("{}={}", self.name, self.capacity_bytes),
+            _ => self.name.clone(),
+        }
+    }
 }
 
 impl Devices {
@@ -402,10 +432,16 @@ impl FromStr for Devices {
                 ));
             }
             let (name, capacity_bytes) = devices::capacity(name).map_err(|m| error("devices", m))?;
+            // The measured CUDA total belongs to the catalogue's part, not to a size the
+            // caller typed for it.
+            let cuda_visible_bytes = devices::find(&name)
+                .filter(|d| d.memory_bytes == Some(capacity_bytes))
+                .and_then(|d| d.cuda_visible_bytes);
             groups.push(DeviceGroup {
                 name,
                 capacity_bytes,
                 count,
+                cuda_visible_bytes,
             });
         }
         Ok(Devices { groups })
@@ -456,7 +492,7 @@ impl fmt::Display for Devices {
             if i > 0 {
                 f.write_str(",")?;
             }
-            write!(f, "{}:{}", g.name, g.count)?;
+            write!(f, "{}:{}", g.spec(), g.count)?;
         }
         Ok(())
     }
@@ -599,6 +635,25 @@ mod tests {
         assert_eq!(KvDtype::Q8_0.row_bytes(1024), 32 * 34);
         assert_eq!(KvDtype::Q4_0.row_bytes(33), 2 * 18);
         assert_eq!(KvDtype::F32.row_bytes(u64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_catalogued_device_at_a_given_size_round_trips_and_keeps_its_name() {
+        let d: Devices = "RTX-4090=24GiB:2, h100-80gb=80GB".parse().expect("devices");
+        assert_eq!(d.to_string(), "rtx-4090=25769803776:2,h100-80gb:1");
+        assert_eq!(d.to_string().parse::<Devices>().expect("reparse"), d);
+        let [rtx, h100] = d.groups() else { panic!("two groups") };
+        assert_eq!(
+            (rtx.name.as_str(), rtx.device().and_then(|x| x.compute_capability)),
+            ("rtx-4090", Some(89))
+        );
+        assert_eq!(rtx.cuda_visible_bytes, None);
+        assert_eq!(
+            h100.cuda_visible_bytes,
+            Some(85_029_615_042),
+            "79.19 GiB, as CUDA shows an H100 80GB"
+        );
+        assert!("rtx-4090:1".parse::<Devices>().is_err(), "unknown memory needs a size");
     }
 
     #[test]

@@ -305,9 +305,20 @@ struct ExplorerPage {
 }
 
 static EXPLORER: LazyLock<ExplorerPage> = LazyLock::new(|| {
-    let options: String = preflight_plan::devices::CATALOGUE
+    let options: String = preflight_plan::devices::catalogue()
         .iter()
-        .map(|(name, _, what)| format!("<option value=\"{}\">{}</option>", escape_html(name), escape_html(what)))
+        .map(|d| {
+            // A part whose memory the catalogue does not know is suggested with the size to fill in.
+            let value = match d.memory_bytes {
+                Some(_) => d.name.clone(),
+                None => format!("{}=", d.name),
+            };
+            format!(
+                "<option value=\"{}\">{}</option>",
+                escape_html(&value),
+                escape_html(&d.description)
+            )
+        })
         .collect();
     let html = EXPLORER_TEMPLATE.replacen("<!--DEVICES-->", &options, 1);
     let hashes = |open: &str, close: &str| -> String {

@@ -2,7 +2,10 @@
 
 use std::fmt::Write;
 
-use preflight_plan::{ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Memory, Severity, Verdict};
+use preflight_plan::{
+    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Runtimes, Severity, Support,
+    Verdict,
+};
 
 /// `8190735360` → `8,190,735,360`: the planner's grouping, so findings and tables agree.
 pub use preflight_plan::findings::grouped as thousands;
@@ -33,10 +36,16 @@ pub fn verdict(v: &Verdict) -> String {
     let fits = v.memory.as_ref().and_then(|m| m.fits);
     // What a person checks first, first: a plan that cannot be served says so before
     // anything else (the exit status is 4).
-    let state = match (v.admissible, fits) {
-        (true, Some(false)) => "DOES NOT FIT (admissible)",
-        (true, _) => "ADMISSIBLE",
-        (false, _) => "NOT ADMISSIBLE",
+    let unmet = v.require_engine.as_ref().filter(|r| !r.met);
+    let unsupported;
+    let state = match (v.admissible, fits, unmet) {
+        (true, Some(false), _) => "DOES NOT FIT (admissible)",
+        (true, _, Some(r)) => {
+            unsupported = format!("{} DOES NOT RUN IT (admissible)", r.engine.label());
+            unsupported.as_str()
+        }
+        (true, _, None) => "ADMISSIBLE",
+        (false, _, _) => "NOT ADMISSIBLE",
     };
     let _ = writeln!(
         out,
@@ -167,6 +176,7 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict) {
     if let Some(memory) = &a.memory {
         artifact_memory(out, memory);
     }
+    runtimes(out, &a.runtimes);
     if a.findings.is_empty() {
         row(out, "findings", "none".into());
         return;
@@ -271,6 +281,39 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
         None => {
             let _ = writeln!(out, "    {:<13}{:>11}  see findings", "per rank", "—");
         }
+    }
+}
+
+/// One line per engine: the verdict, and the first reason (the JSON has them all).
+fn runtimes(out: &mut String, r: &Runtimes) {
+    let devices = r.vllm.per_device.iter().map(|d| d.device.as_str()).collect::<Vec<_>>();
+    let on = match devices.is_empty() {
+        true => "architecture and quantization only; name --devices to judge kernels".to_owned(),
+        false => format!("on {}", devices.join(", ")),
+    };
+    let _ = writeln!(out, "  {:<14}{on}", "engines");
+    for engine in Engine::ALL {
+        let runtime = r.get(engine);
+        let mark = match runtime.supported {
+            Support::Yes => "✓ yes",
+            Support::Fallback => "~ fallback",
+            Support::Unknown => "? unknown",
+            Support::No => "✗ no",
+        };
+        let hybrid = match runtime.hybrid {
+            Some(true) => " · hybrid",
+            _ => "",
+        };
+        let mut reasons = runtime.findings.iter();
+        let reason = reasons.next().map_or_else(String::new, |f| {
+            let more = match reasons.len() {
+                0 => String::new(),
+                n => format!(" (+{n} more)"),
+            };
+            format!("  {} {}: {}{more}", f.code, f.subject, f.detail)
+        });
+        let name = format!("{} {}", engine.label(), runtime.version);
+        let _ = writeln!(out, "    {name:<20}{mark:<11}{hybrid}{reason}");
     }
 }
 

@@ -1,5 +1,6 @@
 //! Memory and fit, held against hand-worked figures on the bundled checkpoints, against
-//! llama.cpp's own allocations, and against the properties the plan must keep.
+//! llama.cpp's own allocations, and against the properties the plan must keep; with them the
+//! throughput bounds and each engine's runtime verdict on named devices.
 //! One test binary, a module per area.
 
 mod fail_closed;
@@ -10,5 +11,6 @@ mod kv;
 mod kv_gemma4_llama4;
 mod llamacpp;
 mod properties;
+mod runtimes;
 mod support;
 mod weights;
