@@ -15,6 +15,7 @@ pub mod quant;
 mod runtimes;
 mod safetensors;
 mod tensors;
+mod throughput;
 pub mod verdict;
 
 use preflight_formats::facts::{ArtifactFacts, Content};
@@ -39,20 +40,28 @@ pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
         (true, Some(devices)) => devices.groups(),
         _ => &[],
     };
-    let (artifacts, sizings): (Vec<ArtifactVerdict>, Vec<Option<memory::Sizing>>) = facts
-        .iter()
-        .enumerate()
-        .map(|(i, f)| plan_artifact(i, f, memory_options, devices))
-        .unzip();
+    let mut artifacts = Vec::with_capacity(facts.len());
+    let mut sizings = Vec::with_capacity(facts.len());
+    let mut loads = Vec::with_capacity(facts.len());
+    for (i, f) in facts.iter().enumerate() {
+        let planned = plan_artifact(i, f, memory_options, devices);
+        artifacts.push(planned.verdict);
+        sizings.push(planned.sizing);
+        loads.push(planned.load);
+    }
     let require_engine = options.require_engine.map(|engine| RequiredEngine {
         engine,
         met: artifacts.iter().all(|a| a.runtimes.get(engine).supported.runs()),
     });
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
-    let memory = memory_options.and_then(|options| {
+    let mut memory = memory_options.and_then(|options| {
         let sizings: Vec<memory::Sizing> = sizings.into_iter().collect::<Option<_>>()?;
         (!sizings.is_empty()).then(|| memory::system(&sizings, options))
     });
+    // Bounds for one model on its devices; a system of several has no one token to bound.
+    if let (Some(memory), [Some(load)]) = (memory.as_mut(), loads.as_slice()) {
+        memory.throughput_bounds = throughput::bounds(load, devices, options.tensor_parallel_degree());
+    }
     let mut summary = Summary::default();
     for finding in artifacts.iter().flat_map(|a| &a.findings) {
         match finding.severity {
@@ -76,12 +85,19 @@ pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {
     }
 }
 
+/// One artifact planned: its verdict, and what the system's memory and bounds need of it.
+struct Planned {
+    verdict: ArtifactVerdict,
+    sizing: Option<memory::Sizing>,
+    load: Option<throughput::Load>,
+}
+
 fn plan_artifact(
     index: usize,
     facts: &ArtifactFacts,
     memory_options: Option<&PlanOptions>,
     devices: &[options::DeviceGroup],
-) -> (ArtifactVerdict, Option<memory::Sizing>) {
+) -> Planned {
     let mut findings = findings::Findings::default();
     let (format, model, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
         Content::Safetensors {
@@ -140,6 +156,17 @@ fn plan_artifact(
         model: model.as_ref(),
     };
     let runtimes = runtimes::judge(index, &subject, devices);
+    let report = sizing.as_ref().map(memory::Sizing::report);
+    let load = match (memory_options, &model, &report) {
+        (Some(options), Some(model), Some(report)) if !report.lower_bound => throughput::load(
+            model,
+            report,
+            &parameters,
+            layout.component_bytes(Component::Experts),
+            options,
+        ),
+        _ => None,
+    };
     let verdict = ArtifactVerdict {
         name: artifact_name(facts),
         source: facts.source.clone(),
@@ -148,11 +175,11 @@ fn plan_artifact(
         parameters,
         weights_bytes,
         tensor_elements_by_dtype,
-        memory: sizing.as_ref().map(memory::Sizing::report),
+        memory: report,
         runtimes,
         findings: findings.finish(index),
     };
-    (verdict, sizing)
+    Planned { verdict, sizing, load }
 }
 
 /// The repo (and file, for a GGUF) or the path's last component.

@@ -48,6 +48,15 @@ impl WeightsLayout {
         self.unplaced_bytes = self.unplaced_bytes.saturating_add(bytes);
     }
 
+    /// Bytes of one component as stored, every placement together (the throughput bounds'
+    /// routed experts).
+    pub fn component_bytes(&self, component: Component) -> u64 {
+        self.parts
+            .iter()
+            .filter(|((c, _), _)| *c == component)
+            .fold(0u64, |acc, (_, share)| acc.saturating_add(share.bytes))
+    }
+
     /// Drop a component (a stored lm_head that tied embeddings make a copy of: engines
     /// skip loading it).
     pub fn remove(&mut self, component: Component) {
@@ -678,6 +687,7 @@ pub fn system(sizings: &[Sizing], options: &PlanOptions) -> Memory {
         per_device,
         fits,
         max_context_that_fits,
+        throughput_bounds: None,
     }
 }
 

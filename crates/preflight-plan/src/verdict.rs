@@ -420,6 +420,32 @@ pub struct Memory {
     /// maximum) for which `fits` holds; 0 when not even one token fits. Null without
     /// `per_device`.
     pub max_context_that_fits: Option<u64>,
+    /// Upper bounds on speed on the named devices (one artifact; docs/throughput.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_bounds: Option<ThroughputBounds>,
+}
+
+/// Roofline upper bounds — never predictions: what the devices' bandwidth and peak dense
+/// FLOPs allow at best, before any kernel's efficiency or any communication. A figure is null
+/// when some named device lacks the vendor number it needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputBounds {
+    /// Tokens per second each sequence can decode at most: the slowest device's bandwidth ÷
+    /// `decode_bytes_per_rank`.
+    pub decode_tokens_per_s: Option<f64>,
+    /// Prompt tokens per second at most: the tensor-parallel group's peak dense FLOPs at
+    /// `compute_dtype` ÷ `prefill_flops_per_token`.
+    pub prefill_tokens_per_s: Option<f64>,
+    /// Bytes one decode step reads on one rank: its active weights plus the KV cache of
+    /// every sequence at the context.
+    pub decode_bytes_per_rank: u64,
+    /// Of those, the weights a token passes through (MoE: the routed experts it uses, not all).
+    pub active_weights_bytes_per_rank: u64,
+    /// 2 × active parameters + attention over the context (causal prompt: half of it on average).
+    pub prefill_flops_per_token: f64,
+    /// The peak the prefill bound uses: `bf16`, `fp8` or `fp4` (the weights' own type when
+    /// the device computes it natively, else bf16).
+    pub compute_dtype: String,
 }
 
 /// What one device holds: its rank's share of every artifact.

@@ -389,6 +389,22 @@ fn system_memory(out: &mut String, m: &Memory) {
         None => String::new(),
     };
     let _ = writeln!(out, "  {fits} · {longest}");
+    if let Some(b) = &m.throughput_bounds {
+        let rate = |r: Option<f64>| {
+            r.map_or_else(
+                || "unknown (no vendor figure)".to_owned(),
+                |r| format!("≤ {r:.0} tokens/s"),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  BOUNDS (upper bounds, not predictions): decode {} per sequence ({} read a step on each rank) · prefill {} at {} peak",
+            rate(b.decode_tokens_per_s),
+            bytes(b.decode_bytes_per_rank),
+            rate(b.prefill_tokens_per_s),
+            b.compute_dtype
+        );
+    }
 }
 
 /// `████▓▓▒░░░`: the device's usable bytes (or its load, when over) in [`BAR_WIDTH`] cells.

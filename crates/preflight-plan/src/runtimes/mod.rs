@@ -14,7 +14,7 @@ mod vllm;
 use crate::findings::{Code, Finding};
 use crate::model::{Mixer, Model};
 use crate::options::DeviceGroup;
-use crate::verdict::{DeviceSupport, Engine, Format, Runtime, Runtimes, Support};
+use crate::verdict::{DeviceSupport, Engine, Format, Quantization, Runtime, Runtimes, Support};
 
 /// What the engines are judged on.
 pub struct Subject<'a> {
@@ -31,19 +31,9 @@ pub struct Subject<'a> {
 impl Subject<'_> {
     fn quant(&self) -> Option<Quant<'_>> {
         let q = self.model?.quantization.as_ref()?;
-        let layout = q.layout.as_str();
-        let weights = match q.method.as_str() {
-            "fp8" | "fbgemm_fp8" => Weights::Fp8,
-            "mxfp4" => Weights::Mxfp4,
-            "modelopt" if layout.starts_with("ModelOpt NVFP4") => Weights::Nvfp4,
-            "modelopt" if layout.starts_with("ModelOpt FP8") => Weights::Fp8,
-            "compressed-tensors" if layout.contains("nvfp4-pack-quantized") => Weights::Nvfp4,
-            "compressed-tensors" if layout.contains("float-quantized") && q.bits == Some(8) => Weights::Fp8,
-            _ => Weights::Other,
-        };
         Some(Quant {
             method: q.method.as_str(),
-            weights,
+            weights: Weights::of(q),
             bits: q.bits,
         })
     }
@@ -74,8 +64,8 @@ struct Quant<'a> {
 }
 
 /// Weight formats whose kernel path depends on the device.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Weights {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Weights {
     Fp8,
     Nvfp4,
     /// MXFP4 MoE experts (gpt-oss).
@@ -84,6 +74,20 @@ enum Weights {
 }
 
 impl Weights {
+    /// The format of a quantization as `quant.rs` recognised it (its method and layout).
+    pub(crate) fn of(q: &Quantization) -> Weights {
+        let layout = q.layout.as_str();
+        match q.method.as_str() {
+            "fp8" | "fbgemm_fp8" => Weights::Fp8,
+            "mxfp4" => Weights::Mxfp4,
+            "modelopt" if layout.starts_with("ModelOpt NVFP4") => Weights::Nvfp4,
+            "modelopt" if layout.starts_with("ModelOpt FP8") => Weights::Fp8,
+            "compressed-tensors" if layout.contains("nvfp4-pack-quantized") => Weights::Nvfp4,
+            "compressed-tensors" if layout.contains("float-quantized") && q.bits == Some(8) => Weights::Fp8,
+            _ => Weights::Other,
+        }
+    }
+
     /// The key of `kernel_paths` and `hardware_native_from` in the data.
     fn key(self) -> Option<&'static str> {
         match self {

@@ -13,4 +13,5 @@ mod llamacpp;
 mod properties;
 mod runtimes;
 mod support;
+mod throughput;
 mod weights;
