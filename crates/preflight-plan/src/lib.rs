@@ -29,7 +29,7 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 
 /// Bumped only when some verdict could flip (a figure, a finding, admissibility). It is part
 /// of the service's cache key, so a bump invalidates every cached verdict.
-pub const SEMANTICS_VERSION: u32 = 3;
+pub const SEMANTICS_VERSION: u32 = 4;
 
 /// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
 /// (bad options are bad input); options that fail it are planned without memory.

@@ -1,8 +1,8 @@
 //! Throughput bounds: how fast the named devices could serve a checkpoint at best — a
 //! roofline, labelled as bounds, never a prediction. Decode is bandwidth-bound (every step
-//! reads the active weights and the KV cache), prefill compute-bound (2 × active parameters
-//! + attention FLOPs a token). Pure arithmetic on the memory plan and the device catalogue;
-//! `docs/throughput.md` gives the formula, its units and what it leaves out.
+//! reads the active weights and the KV cache), prefill compute-bound (twice the active
+//! parameters plus attention FLOPs a token). Pure arithmetic on the memory plan and the device
+//! catalogue; `docs/throughput.md` gives the formula, its units and what it leaves out.
 
 use crate::devices::Device;
 use crate::model::{Mixer, Model, Span};

@@ -4,7 +4,7 @@
 use preflight_formats::config::Config;
 use preflight_formats::facts::{ArtifactFacts, Content, SafetensorsFile, SourceRef, StagingStats};
 use preflight_formats::safetensors::{Header, TensorInfo};
-use preflight_plan::{PlanOptions, plan};
+use preflight_plan::{Engine, PlanOptions, plan};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -150,13 +150,21 @@ fn options() -> impl Strategy<Value = PlanOptions> {
         prop::option::of(prop::sample::select(&["bf16", "fp8", "q4_0", "f32"][..])),
         prop::option::of(prop::sample::select(&["int4", "fp8", "f32", "mxfp4"][..])),
         prop::option::of(prop::sample::select(
-            &["h100-80gb:8", "l4", "1:3", "18446744073709551615:2"][..],
+            &[
+                "h100-80gb:8",
+                "l4",
+                "1:3",
+                "18446744073709551615:2",
+                "rtx-4090=24GiB,mi300x",
+                "a100-80gb:2,80GiB",
+            ][..],
         )),
         prop::option::of(extreme()),
         any::<bool>(),
+        prop::option::of(prop::sample::select(&Engine::ALL[..])),
     )
         .prop_map(
-            |(context, sequences, kv, weights, devices, tp, include_mtp)| PlanOptions {
+            |(context, sequences, kv, weights, devices, tp, include_mtp, require_engine)| PlanOptions {
                 context,
                 sequences,
                 kv_dtype: kv.map(|k| k.parse().expect("kv dtype")),
@@ -165,6 +173,7 @@ fn options() -> impl Strategy<Value = PlanOptions> {
                 tensor_parallel: tp,
                 gpu_utilization: None,
                 include_mtp,
+                require_engine,
             },
         )
 }

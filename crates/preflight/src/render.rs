@@ -313,7 +313,8 @@ fn runtimes(out: &mut String, r: &Runtimes) {
             format!("  {} {}: {}{more}", f.code, f.subject, f.detail)
         });
         let name = format!("{} {}", engine.label(), runtime.version);
-        let _ = writeln!(out, "    {name:<20}{mark:<11}{hybrid}{reason}");
+        let line = format!("    {name:<20}{mark:<11}{hybrid}{reason}");
+        let _ = writeln!(out, "{}", line.trim_end());
     }
 }
 

@@ -154,7 +154,7 @@ pub fn judge(artifact: usize, subject: &Subject, devices: &[DeviceGroup]) -> Run
                 transformers::judge(engines, subject, devices),
             ),
         };
-        assemble(artifact, engine, version, outcome)
+        assemble(artifact, engine, version, outcome, devices)
     };
     Runtimes {
         vllm: run(Engine::Vllm),
@@ -164,16 +164,26 @@ pub fn judge(artifact: usize, subject: &Subject, devices: &[DeviceGroup]) -> Run
     }
 }
 
-fn assemble(artifact: usize, engine: Engine, version: &str, outcome: Outcome) -> Runtime {
+fn assemble(artifact: usize, engine: Engine, version: &str, outcome: Outcome, devices: &[DeviceGroup]) -> Runtime {
     let general = outcome.general.support();
-    let per_device: Vec<DeviceSupport> = outcome
-        .devices
-        .iter()
-        .map(|(device, j)| DeviceSupport {
-            device: device.clone(),
-            supported: j.support().max(general),
-        })
-        .collect();
+    // An engine whose verdict does not depend on the device still answers for each one.
+    let per_device: Vec<DeviceSupport> = match outcome.devices.is_empty() {
+        true => devices
+            .iter()
+            .map(|g| DeviceSupport {
+                device: g.name.clone(),
+                supported: general,
+            })
+            .collect(),
+        false => outcome
+            .devices
+            .iter()
+            .map(|(device, j)| DeviceSupport {
+                device: device.clone(),
+                supported: j.support().max(general),
+            })
+            .collect(),
+    };
     let supported = per_device.iter().map(|d| d.supported).max().unwrap_or(general);
     let findings = std::iter::once(outcome.general)
         .chain(outcome.devices.into_iter().map(|(_, j)| j))

@@ -86,7 +86,10 @@ fn a_gguf_is_llama_cpps_and_not_vllms() {
     let (vllm, why) = on("Qwen/Qwen3-8B-GGUF", None, Engine::Vllm);
     assert_eq!((vllm, why), (Support::No, vec![Code::RuntimeFormatUnsupported]));
     assert_eq!(on("Qwen/Qwen3-8B-GGUF", None, Engine::LlamaCpp), (Support::Yes, vec![]));
-    assert_eq!(on("Qwen/Qwen3-8B-GGUF", Some("l4"), Engine::LlamaCpp).0, Support::Yes);
+    let verdict = plan_with(&["Qwen/Qwen3-8B-GGUF"], r#"{"devices": "l4"}"#);
+    let llama = runtime(&verdict, Engine::LlamaCpp);
+    assert_eq!(llama.supported, Support::Yes);
+    assert_eq!(llama.per_device.len(), 1, "answers for each named device");
     // And a safetensors checkpoint is llama.cpp's only after conversion.
     let (llama, why) = on("Qwen/Qwen3-8B", None, Engine::LlamaCpp);
     assert_eq!(llama, Support::No);
