@@ -21,6 +21,9 @@ verdict.
 
     python3 scripts/engines/regenerate.py --shared /work/shared            # write
     python3 scripts/engines/regenerate.py --shared /work/shared --check    # compare only
+    # and against the released archives themselves (sha256 + every cited registry line):
+    pip download --no-deps transformers==5.24.0 ... -d pkgs
+    python3 scripts/engines/regenerate.py --shared /work/shared --check --packages pkgs
 
 Output is deterministic (sorted keys, fixed indentation): a rerun reproduces the committed
 files byte for byte.
@@ -365,6 +368,62 @@ def devices(data, oracles):
     return {"generated_by": "scripts/engines/regenerate.py from engines/devices.json (" + data["generated_by"] + ")", "rule": data["rule"], "devices": out}
 
 
+def verify_packages(directory, engines_data):
+    """Check the committed facts against the released packages themselves: each archive's
+    sha256 must be the one the extraction recorded, and every registry line the data cites
+    must name what the data says it names. Engines whose archive is not in `directory` are
+    reported as skipped, never passed."""
+    import hashlib
+    import tarfile
+    import zipfile
+
+    def lines_of(archive, inner):
+        if archive.suffix == ".whl":
+            with zipfile.ZipFile(archive) as z:
+                return z.read(inner).decode("utf-8", "replace").splitlines()
+        with tarfile.open(archive) as t:
+            top = t.getnames()[0].split("/")[0]
+            return t.extractfile(f"{top}/{inner}").read().decode("utf-8", "replace").splitlines()
+
+    def cited(archive, source, needle, cache, above=0):
+        path, _, line = source.partition(":")
+        first = int(line.split("-")[0].split(" ")[0])
+        if path not in cache:
+            cache[path] = lines_of(archive, path)
+        text = "\n".join(cache[path][max(0, first - 1 - above) : first + 2])
+        return needle in text
+
+    # (cited line, what it must say, lines above it that may say it: a converter class's
+    # `@ModelBase.register(...)` decorators sit above the `class` line the data cites).
+    checks = {
+        "vllm": lambda e: [(a["source"], f'"{name}"', 0) for name, a in e["architectures"].items()],
+        "sglang": lambda e: [(src, "EntryClass", 0) for src in e["architectures"].values()],
+        "llama_cpp": lambda e: [(c["source"], f'"{name}"', 15) for name, c in e["converter"].items()]
+        + [(a["source"], f'"{name}"', 0) for name, a in e["architectures"].items()],
+        "transformers": lambda e: [(m["source"], f'"{name}"', 0) for name, m in e["model_types"].items()],
+    }
+    failed = []
+    for key, facts in checks.items():
+        engine = engines_data[key]
+        archive = Path(directory) / engine["package"]
+        if not archive.exists():
+            print(f"{key}: {engine['package']} not in {directory}: skipped")
+            continue
+        digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+        if digest != engine["package_sha256"]:
+            failed.append(f"{key}: sha256 {digest} is not the recorded {engine['package_sha256']}")
+            continue
+        cache = {}
+        pairs = facts(engine)
+        bad = [src for src, needle, above in pairs if not cited(archive, src, needle, cache, above)]
+        if bad:
+            failed.append(f"{key}: {len(bad)} of {len(pairs)} cited lines do not say what the data says, e.g. {bad[:3]}")
+        else:
+            print(f"{key}: sha256 matches; {len(pairs)} cited lines checked in the archive")
+    if failed:
+        die("; ".join(failed))
+
+
 def render(value):
     # One key a line, no indentation: diffs stay readable, the file stays small.
     return json.dumps(value, indent=0, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -375,6 +434,11 @@ def main():
     parser.add_argument("--shared", type=Path, required=True, help="directory holding engines/ and oracles/")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--check", action="store_true", help="compare with the committed files, write nothing")
+    parser.add_argument(
+        "--packages",
+        type=Path,
+        help="a directory of the released archives (pip download ... --no-deps): check their sha256 and the cited lines",
+    )
     args = parser.parse_args()
     engines = args.shared / "engines"
     load = lambda name: json.loads((engines / name).read_text())
@@ -391,6 +455,8 @@ def main():
         ),
         "devices.json": render(devices(load("devices.json"), args.shared / "oracles" / "vllm-startup-logs.jsonl")),
     }
+    if args.packages:
+        verify_packages(args.packages, json.loads(files["engines.json"]))
     stale = []
     for name, text in files.items():
         path = args.out / name
