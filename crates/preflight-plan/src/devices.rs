@@ -13,10 +13,11 @@
 
 use std::sync::LazyLock;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One catalogued accelerator. Throughput figures are dense (no sparsity), per device.
-#[derive(Debug, Clone, PartialEq)]
+/// Serialised as the service's `/v1/capabilities` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Device {
     /// Canonical name: lower-case vendor-model-memory.
     pub name: String,

@@ -31,6 +31,11 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 /// of the service's cache key, so a bump invalidates every cached verdict.
 pub const SEMANTICS_VERSION: u32 = 4;
 
+/// The engine release `runtimes.<engine>` verdicts are judged against (`0.33.0` for vLLM).
+pub fn engine_version(engine: Engine) -> &'static str {
+    runtimes::version(engine)
+}
+
 /// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
 /// (bad options are bad input); options that fail it are planned without memory.
 pub fn plan(facts: &[ArtifactFacts], options: &PlanOptions) -> Verdict {

@@ -139,6 +139,13 @@ pub fn capabilities_document(state: &AppState) -> serde_json::Value {
         "semantics_version": preflight_plan::SEMANTICS_VERSION,
         "routes": state.mounted,
         "sources": { "POST /v1/plan": kinds },
+        // The one device catalogue `devices` accepts, and the engine releases runtime
+        // verdicts are judged against.
+        "devices": preflight_plan::devices::catalogue(),
+        "engines": preflight_plan::Engine::ALL
+            .iter()
+            .map(|e| (e.key().to_owned(), json!(preflight_plan::engine_version(*e))))
+            .collect::<serde_json::Map<_, _>>(),
         "limits": {
             "max_sources": MAX_SOURCES,
             "max_plans_in_flight": state.pipeline.permit_count,

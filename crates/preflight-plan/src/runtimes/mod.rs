@@ -140,21 +140,29 @@ struct Outcome {
     devices: Vec<(String, Judgement)>,
 }
 
+/// The engine release the verdicts for `engine` are judged against.
+pub fn version(engine: Engine) -> &'static str {
+    let engines = &*data::ENGINES;
+    match engine {
+        Engine::Vllm => &engines.vllm.version,
+        Engine::Sglang => &engines.sglang.version,
+        Engine::LlamaCpp => &engines.llama_cpp.version,
+        Engine::Transformers => &engines.transformers.version,
+    }
+}
+
 /// The subject's verdict from every engine on `devices` (none: architecture and quantization
 /// only). `artifact` numbers the findings' ids.
 pub fn judge(artifact: usize, subject: &Subject, devices: &[DeviceGroup]) -> Runtimes {
     let engines = &*data::ENGINES;
     let run = |engine: Engine| -> Runtime {
-        let (version, outcome) = match engine {
-            Engine::Vllm => (&engines.vllm.version, vllm::judge(engines, subject, devices)),
-            Engine::Sglang => (&engines.sglang.version, sglang::judge(engines, subject, devices)),
-            Engine::LlamaCpp => (&engines.llama_cpp.version, llama_cpp::judge(engines, subject)),
-            Engine::Transformers => (
-                &engines.transformers.version,
-                transformers::judge(engines, subject, devices),
-            ),
+        let outcome = match engine {
+            Engine::Vllm => vllm::judge(engines, subject, devices),
+            Engine::Sglang => sglang::judge(engines, subject, devices),
+            Engine::LlamaCpp => llama_cpp::judge(engines, subject),
+            Engine::Transformers => transformers::judge(engines, subject, devices),
         };
-        assemble(artifact, engine, version, outcome, devices)
+        assemble(artifact, engine, version(engine), outcome, devices)
     };
     Runtimes {
         vllm: run(Engine::Vllm),
