@@ -60,31 +60,60 @@ VLLM_SPARSE_MLA_CANDIDATES = {
 VLLM_KERNEL_PATHS = [
     {
         "format": "fp8",
-        "native_from": 89,
-        "native": "FP8 tensor-core GEMMs (CUTLASS / DeepGEMM / FlashInfer block-FP8); vLLM's supports_fp8() is cc >= 8.9",
+        "native": [
+            {
+                "from": 89,
+                "below": 1000,
+                "kernel": "FP8 tensor-core GEMMs (CUTLASS / DeepGEMM / FlashInfer block-FP8); vLLM's supports_fp8() is cc >= 8.9",
+            },
+        ],
         "fallback": "Marlin weight-only FP8 (W8A16): weights stay FP8, activations BF16",
         "fallback_from": 75,
         "source": "vllm/model_executor/layers/quantization/utils/w8a8_utils.py:21-28; vllm/model_executor/layers/quantization/fp8.py:247-250; .../kernels/linear/scaled_mm/marlin.py:35-45",
     },
     {
         "format": "nvfp4",
-        "native_from": 100,
-        "native": "FlashInfer CUTLASS / CuTe-DSL NVFP4 GEMMs and NVFP4 MoE (cc >= 10.0)",
+        "native": [
+            {
+                "from": 100,
+                "below": 1000,
+                "kernel": "FlashInfer CUTLASS / CuTe-DSL NVFP4 GEMMs and NVFP4 MoE (cc >= 10.0; FlashInfer is a vLLM dependency)",
+            },
+        ],
         "fallback": "Marlin weight-only FP4 (W4A16): \"Weight-only FP4 compression will be used leveraging the Marlin kernel\"",
         "fallback_from": 75,
         "source": "vllm/model_executor/kernels/linear/__init__.py:593-609; .../nvfp4/marlin.py:22-38; vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:203-212",
-        "optional": "the native path needs FlashInfer (an optional package); without it vLLM takes Marlin",
     },
     {
         "format": "mxfp4_moe",
-        "native_from": 90,
-        "native": "dedicated MXFP4 MoE kernels: OAI Triton (9.0 <= cc < 13.0, needs triton_kernels), else FlashInfer CUTLASS MXFP4xBF16 (cc 9.0), FlashInfer TRT-LLM (SM10x)",
+        # In the MXFP4 MoE oracle's order; the first whose gate passes is used.
+        "native": [
+            {"from": 100, "below": 110, "kernel": "FlashInfer TRT-LLM MXFP4 MoE (SM10x)"},
+            {
+                "from": 90,
+                "below": 130,
+                "kernel": "OAI Triton MXFP4 MoE (9.0 <= cc < 13.0)",
+                "needs": "triton_kernels, which vLLM does not depend on",
+            },
+            {"from": 90, "below": 91, "kernel": "FlashInfer CUTLASS MXFP4xBF16 MoE (cc 9.0 exactly)"},
+            {
+                # FP4 tensor cores exist from 10.0; below it the README's worked answer is Marlin.
+                "from": 100,
+                "below": 1000,
+                "kernel": "CUTLASS MXFP4xMXFP4 MoE",
+                "compiled": "mxfp4_experts_quant_supported (a torch.ops._C op: its capability gate is compiled code)",
+            },
+        ],
         "fallback": "Marlin weight-only MXFP4 MoE experts",
         "fallback_from": 75,
-        "source": "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:402-435,650-760; .../experts/gpt_oss_triton_kernels_moe.py:41-53; .../experts/marlin_moe.py:592-594",
-        "optional": "on Hopper the first choice needs the optional triton_kernels package, else FlashInfer's CUTLASS MoE, else Marlin",
+        "source": "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:402-435,650-760; .../experts/gpt_oss_triton_kernels_moe.py:41-53; .../experts/flashinfer_cutlass_moe.py:128-139; .../experts/marlin_moe.py:592-594",
     },
 ]
+
+# The native NVFP4 and MXFP4 paths above count FlashInfer as present: the wheel requires it
+# (`--packages` checks its METADATA says so).
+VLLM_DEFAULT_DEPENDENCY = "Requires-Dist: flashinfer-python"
+
 
 # SGLang: only minimum capabilities are extracted, not its kernel selection. Below the
 # hardware's native support for a format (FP8 tensor cores from 8.9, FP4 from 10.0) any path
@@ -413,6 +442,10 @@ def verify_packages(directory, engines_data):
         if digest != engine["package_sha256"]:
             failed.append(f"{key}: sha256 {digest} is not the recorded {engine['package_sha256']}")
             continue
+        if key == "vllm":
+            metadata = "\n".join(lines_of(archive, f"vllm-{engine['version']}.dist-info/METADATA"))
+            if VLLM_DEFAULT_DEPENDENCY not in metadata:
+                failed.append(f"vllm: METADATA no longer has `{VLLM_DEFAULT_DEPENDENCY}`: FlashInfer paths are optional now")
         cache = {}
         pairs = facts(engine)
         bad = [src for src, needle, above in pairs if not cited(archive, src, needle, cache, above)]

@@ -61,19 +61,29 @@ pub struct Gguf {
     pub source: String,
 }
 
-/// A weight format's kernel paths in vLLM: native from one capability, a fallback kernel
-/// from a lower one.
+/// A weight format's kernel paths in vLLM: native kernels in the order vLLM tries them,
+/// then a fallback kernel from a lower capability.
 #[derive(Deserialize)]
 pub struct KernelPath {
     pub format: String,
-    pub native_from: u32,
-    pub native: String,
+    pub native: Vec<NativeKernel>,
     pub fallback: String,
     pub fallback_from: u32,
     pub source: String,
-    /// The package the native path needs, when an install may lack it.
+}
+
+/// A native kernel for capabilities in `from..below`.
+#[derive(Deserialize)]
+pub struct NativeKernel {
+    pub from: u32,
+    pub below: u32,
+    pub kernel: String,
+    /// A package the default install lacks, without which the kernel is skipped.
     #[serde(default)]
-    pub optional: Option<String>,
+    pub needs: Option<String>,
+    /// The compiled op whose (unreadable) gate decides whether the kernel runs.
+    #[serde(default)]
+    pub compiled: Option<String>,
 }
 
 #[derive(Deserialize)]

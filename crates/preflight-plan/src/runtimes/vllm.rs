@@ -2,7 +2,7 @@
 //! `get_min_capability()`, the kernel paths for FP8 / NVFP4 / MXFP4 and the sparse-MLA
 //! attention backends' capability gates. GGUF is not built in.
 
-use super::data::Engines;
+use super::data::{Engines, KernelPath};
 use super::{Judgement, Outcome, Subject, Weights, cc_text, per_device, refused};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
@@ -134,44 +134,11 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
             );
             return;
         }
-        if let Some(path) = quant.and_then(|q| {
+        if let Some((path, q)) = quant.and_then(|q| {
             let key = q.weights.key()?;
-            data.kernel_paths.iter().find(|p| p.format == key)
+            Some((data.kernel_paths.iter().find(|p| p.format == key)?, q))
         }) {
-            let weights = quant.map_or("these", |q| q.weights.name());
-            if cc >= path.native_from {
-                if let Some(optional) = &path.optional {
-                    j.note(
-                        Code::RuntimeOptionalPackage,
-                        device,
-                        format!("{weights} on {device}: {}; {optional}", path.native),
-                    );
-                }
-            } else if cc >= path.fallback_from {
-                j.set(
-                    Support::Fallback,
-                    Code::RuntimeFallbackKernel,
-                    device,
-                    format!(
-                        "no native {weights} kernel below compute capability {} ({device} has {}): {} ({})",
-                        cc_text(path.native_from),
-                        cc_text(cc),
-                        path.fallback,
-                        path.source
-                    ),
-                );
-            } else {
-                j.set(
-                    Support::No,
-                    Code::RuntimeCapabilityTooLow,
-                    device,
-                    format!(
-                        "{weights} needs compute capability ≥ {} even for vLLM's fallback ({})",
-                        cc_text(path.fallback_from),
-                        path.source
-                    ),
-                );
-            }
+            kernel_path(path, q.weights.name(), device, cc, j);
         }
         if sparse_mla && !data.sparse_mla.capability_majors.contains(&(cc / 10)) {
             let majors: Vec<String> = data
@@ -197,5 +164,78 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
         general,
         hybrid,
         devices,
+    }
+}
+
+/// The first native kernel whose gate passes on `cc` (vLLM's order), else the fallback.
+/// Kernels needing a package the default install lacks are skipped, and named.
+fn kernel_path(path: &KernelPath, weights: &str, device: &str, cc: u32, j: &mut Judgement) {
+    let mut skipped = Vec::new();
+    for kernel in path.native.iter().filter(|k| (k.from..k.below).contains(&cc)) {
+        if let Some(needs) = &kernel.needs {
+            skipped.push((kernel, needs));
+            continue;
+        }
+        let optional = |j: &mut Judgement, chosen: &str| {
+            for (k, needs) in &skipped {
+                j.note(
+                    Code::RuntimeOptionalPackage,
+                    device,
+                    format!(
+                        "with {needs} installed vLLM tries {} first; the default install takes {chosen}",
+                        k.kernel
+                    ),
+                );
+            }
+        };
+        if let Some(op) = &kernel.compiled {
+            j.set(
+                Support::Unknown,
+                Code::RuntimeUnknown,
+                device,
+                format!(
+                    "on {device} (compute capability {}) vLLM's next {weights} candidate is {}, gated by {op}; if it refuses, {} ({})",
+                    cc_text(cc),
+                    kernel.kernel,
+                    path.fallback,
+                    path.source
+                ),
+            );
+            optional(j, &kernel.kernel);
+            return;
+        }
+        optional(j, &kernel.kernel);
+        return;
+    }
+    if cc >= path.fallback_from {
+        j.set(
+            Support::Fallback,
+            Code::RuntimeFallbackKernel,
+            device,
+            format!(
+                "no native {weights} kernel for compute capability {} in vLLM's default install: {} ({})",
+                cc_text(cc),
+                path.fallback,
+                path.source
+            ),
+        );
+        for (k, needs) in &skipped {
+            j.note(
+                Code::RuntimeOptionalPackage,
+                device,
+                format!("installing {needs} gives the native {}", k.kernel),
+            );
+        }
+    } else {
+        j.set(
+            Support::No,
+            Code::RuntimeCapabilityTooLow,
+            device,
+            format!(
+                "{weights} needs compute capability ≥ {} even for vLLM's fallback ({})",
+                cc_text(path.fallback_from),
+                path.source
+            ),
+        );
     }
 }

@@ -54,8 +54,15 @@ fn gpt_oss_mxfp4_runs_through_marlin_on_an_l4_and_dedicated_kernels_on_an_h100()
     let (h100, why) = on("openai/gpt-oss-20b", Some("h100-80gb"), Engine::Vllm);
     assert_eq!(h100, Support::Yes);
     assert!(!why.contains(&Code::RuntimeFallbackKernel), "{why:?}");
-    // The H100 path needs triton_kernels (or FlashInfer): named, not assumed.
+    // The default install takes FlashInfer's CUTLASS MoE on exactly 9.0; triton_kernels,
+    // which vLLM does not depend on, would be tried first: named, not assumed.
     assert!(why.contains(&Code::RuntimeOptionalPackage), "{why:?}");
+    // On Blackwell FlashInfer's TRT-LLM MoE; on an RTX 5090 (12.0) the default install's next
+    // candidate has a compiled gate: unknown, with the package that would settle it named.
+    assert_eq!(on("openai/gpt-oss-20b", Some("b200"), Engine::Vllm).0, Support::Yes);
+    let (rtx, why) = on("openai/gpt-oss-20b", Some("rtx-5090=32GiB"), Engine::Vllm);
+    assert_eq!(rtx, Support::Unknown);
+    assert_eq!(why, [Code::RuntimeUnknown, Code::RuntimeOptionalPackage]);
 }
 
 #[test]
