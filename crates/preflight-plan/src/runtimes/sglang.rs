@@ -48,7 +48,15 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
         refused(&mut general, "SGLang");
         return done(general);
     }
-    let class = subject.class.unwrap_or("");
+    let Some(class) = subject.class else {
+        general.set(
+            Support::No,
+            Code::RuntimeArchitectureUnregistered,
+            "architecture",
+            "config.json names no `architectures` class, which SGLang dispatches on",
+        );
+        return done(general);
+    };
     let registered = data.architectures.contains_key(class);
     if !registered {
         match engines.transformers.class_owner(class) {

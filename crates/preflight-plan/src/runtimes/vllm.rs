@@ -42,7 +42,15 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
         refused(&mut general, "vLLM");
         return done(general);
     }
-    let class = subject.class.unwrap_or("");
+    let Some(class) = subject.class else {
+        general.set(
+            Support::No,
+            Code::RuntimeArchitectureUnregistered,
+            "architecture",
+            "config.json names no `architectures` class, which vLLM dispatches on",
+        );
+        return done(general);
+    };
     let registered = data.architectures.get(class);
     match registered {
         Some(arch) if arch.has("transformers_backend") => general.set(
