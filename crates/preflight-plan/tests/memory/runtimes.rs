@@ -200,3 +200,51 @@ fn devices_without_a_capability_are_unknown_and_require_engine_is_answered() {
             .is_none()
     );
 }
+
+/// Every bundled checkpoint, without devices: vLLM and SGLang register each safetensors one
+/// (and its quantization), llama.cpp loads each GGUF and its converter takes each safetensors
+/// one's class — one row per fixture, so a new fixture is covered without new code.
+#[test]
+fn every_bundled_checkpoint_is_judged_by_every_engine() {
+    let expected: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::fixtures().join("expected.json")).expect("expected.json"),
+    )
+    .expect("json");
+    let mut judged = 0;
+    for repo in expected.as_object().expect("object").keys() {
+        if repo.starts_with("local/") || repo.ends_with(".gguf") {
+            continue;
+        }
+        let verdict = plan_with(&[repo.as_str()], "{}");
+        let r = &verdict.artifacts[0].runtimes;
+        let table = [
+            (Engine::Vllm, r.vllm.supported),
+            (Engine::Sglang, r.sglang.supported),
+            (Engine::LlamaCpp, r.llama_cpp.supported),
+        ];
+        assert_eq!(
+            table.map(|(_, s)| s),
+            [Support::Yes, Support::Yes, Support::No],
+            "{repo}: {r:#?}"
+        );
+        assert!(
+            codes(&r.llama_cpp).contains(&Code::RuntimeConvertible),
+            "{repo}: converter takes it"
+        );
+        judged += 1;
+    }
+    assert!(judged >= 20, "{judged} fixtures");
+}
+
+#[test]
+fn glm_5_shares_deepseek_v3_2s_sparse_mla_and_nemotron_h_is_hybrid_everywhere() {
+    let (a100, why) = on("zai-org/GLM-5.2", Some("a100-80gb"), Engine::Vllm);
+    assert_eq!((a100, why), (Support::No, vec![Code::RuntimeAttentionUnsupported]));
+    assert_eq!(on("zai-org/GLM-5.2", Some("h100-80gb"), Engine::Vllm).0, Support::Yes);
+    let verdict = plan_with(&["nvidia/Nemotron-H-56B-Base-8K"], "{}");
+    let r = &verdict.artifacts[0].runtimes;
+    assert_eq!(
+        (r.vllm.hybrid, r.sglang.hybrid, r.llama_cpp.hybrid),
+        (Some(true), Some(true), Some(true))
+    );
+}
