@@ -112,19 +112,45 @@ impl Weights {
 #[derive(Default)]
 struct Judgement {
     support: Option<Support>,
-    findings: Vec<(Code, String, String)>,
+    /// Ids are given when the engine's findings are assembled.
+    findings: Vec<Finding>,
 }
 
 impl Judgement {
     /// Record a reason that makes the verdict at best `support`.
     fn set(&mut self, support: Support, code: Code, subject: impl Into<String>, detail: impl Into<String>) {
+        self.gate(support, code, subject, detail);
+    }
+
+    /// [`Judgement::set`], returning the finding so a capability gate can record both sides
+    /// (`declared` what the gate needs, `observed` what the device has).
+    fn gate(
+        &mut self,
+        support: Support,
+        code: Code,
+        subject: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> &mut Finding {
         self.support = Some(self.support.map_or(support, |s| s.max(support)));
-        self.findings.push((code, subject.into(), detail.into()));
+        self.record(code, subject, detail)
     }
 
     /// Record a reason that does not change the verdict.
     fn note(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) {
-        self.findings.push((code, subject.into(), detail.into()));
+        self.record(code, subject, detail);
+    }
+
+    fn record(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) -> &mut Finding {
+        self.findings.push(Finding {
+            id: String::new(),
+            code,
+            severity: code.severity(),
+            subject: subject.into(),
+            declared: None,
+            observed: None,
+            detail: detail.into(),
+        });
+        self.findings.last_mut().expect("just pushed")
     }
 
     fn support(&self) -> Support {
@@ -197,14 +223,9 @@ fn assemble(artifact: usize, engine: Engine, version: &str, outcome: Outcome, de
         .chain(outcome.devices.into_iter().map(|(_, j)| j))
         .flat_map(|j| j.findings)
         .enumerate()
-        .map(|(n, (code, subject, detail))| Finding {
+        .map(|(n, finding)| Finding {
             id: format!("{artifact}.{}.{n}", engine.key()),
-            code,
-            severity: code.severity(),
-            subject,
-            declared: None,
-            observed: None,
-            detail,
+            ..finding
         })
         .collect();
     Runtime {
@@ -255,6 +276,12 @@ fn per_device(devices: &[DeviceGroup], on_device: impl Fn(&str, u32, &mut Judgem
 /// `major.minor` of a capability as engines hold it (`major × 10 + minor`).
 fn cc_text(cc: u32) -> String {
     format!("{}.{}", cc / 10, cc % 10)
+}
+
+/// A capability gate's two sides on its finding: what the gate needs, what the device has.
+fn sides(finding: &mut Finding, needs: u32, has: u32) {
+    finding.declared = Some(cc_text(needs).into());
+    finding.observed = Some(cc_text(has).into());
 }
 
 /// The verdict when preflight itself refused the architecture: `unknown`, never a guess.

@@ -4,7 +4,7 @@
 //! compute natively is judged by the hardware alone.
 
 use super::data::Engines;
-use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, per_device, refused};
+use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
 use crate::verdict::{Format, Support};
@@ -108,7 +108,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
         if let Some((min, name, source)) = min_capability
             && cc < min
         {
-            j.set(
+            let finding = j.gate(
                 Support::No,
                 Code::RuntimeCapabilityTooLow,
                 device,
@@ -118,12 +118,13 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                     cc_text(cc)
                 ),
             );
+            sides(finding, min, cc);
             return;
         }
         if let Some(q) = quant
             && let Some(native) = below_native(engines, q.weights, cc)
         {
-            j.set(
+            let finding = j.gate(
                 Support::Fallback,
                 Code::RuntimeFallbackKernel,
                 device,
@@ -134,6 +135,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                     cc_text(native)
                 ),
             );
+            sides(finding, native, cc);
         }
         if sparse_mla && cc < 90 {
             j.set(

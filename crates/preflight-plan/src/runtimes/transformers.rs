@@ -4,7 +4,7 @@
 //! which is a fallback.
 
 use super::data::Engines;
-use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, per_device, refused};
+use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
 use crate::verdict::{Format, Support};
@@ -74,7 +74,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
             && q.weights != Weights::Other
             && let Some(native) = below_native(engines, q.weights, cc)
         {
-            j.set(
+            let finding = j.gate(
                 Support::Fallback,
                 Code::RuntimeFallbackKernel,
                 device,
@@ -85,6 +85,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                     cc_text(native)
                 ),
             );
+            sides(finding, native, cc);
         }
     });
     Outcome {

@@ -3,7 +3,7 @@
 //! attention backends' capability gates. GGUF is not built in.
 
 use super::data::{Engines, KernelPath};
-use super::{Judgement, Outcome, Subject, Weights, cc_text, per_device, refused};
+use super::{Judgement, Outcome, Subject, Weights, cc_text, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
 use crate::verdict::{Format, Support};
@@ -130,7 +130,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
         if let Some((min, name, source)) = &min_capability
             && cc < *min
         {
-            j.set(
+            let finding = j.gate(
                 Support::No,
                 Code::RuntimeCapabilityTooLow,
                 device,
@@ -140,6 +140,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                     cc_text(cc)
                 ),
             );
+            sides(finding, *min, cc);
             return;
         }
         if let Some((path, q)) = quant.and_then(|q| {
@@ -155,7 +156,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                 .iter()
                 .map(|m| format!("{m}.x"))
                 .collect();
-            j.set(
+            let finding = j.gate(
                 Support::No,
                 Code::RuntimeAttentionUnsupported,
                 device,
@@ -166,6 +167,8 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                     data.sparse_mla.source
                 ),
             );
+            finding.declared = Some(majors.join(", ").into());
+            finding.observed = Some(cc_text(cc).into());
         }
     });
     Outcome {
@@ -216,7 +219,7 @@ fn kernel_path(path: &KernelPath, weights: &str, device: &str, cc: u32, j: &mut 
         return;
     }
     if cc >= path.fallback_from {
-        j.set(
+        let finding = j.gate(
             Support::Fallback,
             Code::RuntimeFallbackKernel,
             device,
@@ -227,6 +230,11 @@ fn kernel_path(path: &KernelPath, weights: &str, device: &str, cc: u32, j: &mut 
                 path.source
             ),
         );
+        // The lowest capability a default-install native kernel accepts.
+        let native = path.native.iter().filter(|k| k.needs.is_none() && k.compiled.is_none());
+        if let Some(from) = native.map(|k| k.from).min() {
+            sides(finding, from, cc);
+        }
         for (k, needs) in &skipped {
             j.note(
                 Code::RuntimeOptionalPackage,
@@ -235,7 +243,7 @@ fn kernel_path(path: &KernelPath, weights: &str, device: &str, cc: u32, j: &mut 
             );
         }
     } else {
-        j.set(
+        let finding = j.gate(
             Support::No,
             Code::RuntimeCapabilityTooLow,
             device,
@@ -245,5 +253,6 @@ fn kernel_path(path: &KernelPath, weights: &str, device: &str, cc: u32, j: &mut 
                 path.source
             ),
         );
+        sides(finding, path.fallback_from, cc);
     }
 }

@@ -86,6 +86,12 @@ fn fp8_is_a_weight_only_fallback_on_an_a100_and_native_on_an_h100() {
         .collect();
     assert_eq!(per, [("h100-80gb", Support::Yes), ("a100-80gb", Support::Fallback)]);
     assert!(vllm.findings.iter().all(|f| f.subject == "a100-80gb"));
+    // Both sides of the gate, as data: FP8 is native from 8.9, an A100 is 8.0.
+    let gate = &vllm.findings[0];
+    assert_eq!(
+        (gate.declared.as_ref(), gate.observed.as_ref()),
+        (Some(&json!("8.9")), Some(&json!("8.0")))
+    );
 }
 
 #[test]
