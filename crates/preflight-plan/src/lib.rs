@@ -142,25 +142,7 @@ fn plan_artifact(
         };
         memory::prepare(&inputs, options, &mut findings)
     });
-    let config = facts.config.as_ref().map(|c| &c.raw);
-    let config_str = |key: &str| config.and_then(|c| c.get(key)?.as_str());
-    let subject = runtimes::Subject {
-        format,
-        class: config.and_then(|c| c.get("architectures")?.as_array()?.first()?.as_str()),
-        // The top level's: engines dispatch on the wrapper, not its text model.
-        model_type: config_str("model_type").or_else(|| model.as_ref().map(|m| m.model_type.as_str())),
-        gguf_architecture: match &facts.content {
-            Content::Gguf { parts, .. } => parts
-                .first()
-                .and_then(|p| match p.header.kv.get("general.architecture") {
-                    Some(preflight_formats::gguf::Value::String(s)) => Some(s.as_str()),
-                    _ => None,
-                }),
-            Content::Safetensors { .. } => None,
-        },
-        model: model.as_ref(),
-    };
-    let runtimes = runtimes::judge(index, &subject, devices);
+    let runtimes = runtimes::judge(index, &runtimes::Subject::new(facts, format, model.as_ref()), devices);
     let report = sizing.as_ref().map(memory::Sizing::report);
     let load = match (memory_options, &model, &report) {
         (Some(options), Some(model), Some(report)) if !report.lower_bound => throughput::load(

@@ -11,6 +11,9 @@ mod sglang;
 mod transformers;
 mod vllm;
 
+use preflight_formats::facts::{ArtifactFacts, Content};
+use preflight_formats::gguf::Value as GgufValue;
+
 use crate::findings::{Code, Finding};
 use crate::model::{Mixer, Model};
 use crate::options::DeviceGroup;
@@ -28,7 +31,31 @@ pub struct Subject<'a> {
     pub model: Option<&'a Model>,
 }
 
-impl Subject<'_> {
+impl<'a> Subject<'a> {
+    /// What the engines dispatch on, from the staged facts and the planner's model.
+    pub fn new(facts: &'a ArtifactFacts, format: Format, model: Option<&'a Model>) -> Subject<'a> {
+        let config = facts.config.as_ref().map(|c| &c.raw);
+        let text = |key: &str| config.and_then(|c| c.get(key)?.as_str());
+        Subject {
+            format,
+            class: config.and_then(|c| c.get("architectures")?.as_array()?.first()?.as_str()),
+            // The top level's: engines dispatch on a multimodal wrapper, not its text model.
+            model_type: text("model_type").or_else(|| model.map(|m| m.model_type.as_str())),
+            gguf_architecture: match &facts.content {
+                Content::Gguf { parts, .. } => {
+                    parts
+                        .first()
+                        .and_then(|p| match p.header.kv.get("general.architecture") {
+                            Some(GgufValue::String(s)) => Some(s.as_str()),
+                            _ => None,
+                        })
+                }
+                Content::Safetensors { .. } => None,
+            },
+            model,
+        }
+    }
+
     fn quant(&self) -> Option<Quant<'_>> {
         let q = self.model?.quantization.as_ref()?;
         Some(Quant {
