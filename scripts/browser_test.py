@@ -450,6 +450,13 @@ class Suite:
         check(p.attr("#fits", "data-fits") == "true", "fits")
         check("40,960" in p.text("#max-context"), f"largest context that fits: {p.text('#max-context')!r}")
         check(int(p.text("#staging-requests").replace(",", "")) > 0, "staging requests shown")
+        # Will it run there: one row per engine, one column per device, the reasons on hover.
+        cell = "document.querySelector('table.runtimes tr[data-engine=%s] td[data-device=\"h100-80gb\"]')"
+        check(p.js((cell % "vllm") + ".dataset.supported") == "yes", "vLLM runs Qwen3 MoE on an H100")
+        check(p.js((cell % "llama_cpp") + ".dataset.supported") == "no", "llama.cpp does not load safetensors")
+        check("runtime.format_unsupported" in (p.js((cell % "llama_cpp") + ".querySelector('.badge').title") or ""), "the reason is on hover")
+        check(p.text("#decode-bound").startswith("≤ ") and "tokens/s" in p.text("#decode-bound"), f"decode bound: {p.text('#decode-bound')!r}")
+        check("Upper bounds, not predictions" in p.text("#memory"), "bounds are labelled as bounds")
         # Keyboard users land on the verdict; the live region says it in one line.
         check(p.js("document.activeElement && document.activeElement.id") == "verdict-heading", "focus moves to the verdict")
         check(p.text("#status").startswith("Admissible: Qwen/Qwen3-30B-A3B; fits"), f"status announces the verdict: {p.text('#status')!r}")
@@ -472,6 +479,15 @@ class Suite:
         check(p.attr(".membar", "data-fits") == "true", "the memory bar again")
         check("came from the cache and read nothing" in p.text("#result"), "staging cost labelled as from the first plan")
         check(p.js("document.activeElement && document.activeElement.id") != "verdict-heading", "an auto-run does not steal focus")
+
+    def case_the_engine_table_shows_a_fallback_and_its_reason(self):
+        p = self.page
+        p.open(self.public + "/?" + urllib.parse.urlencode({"source": "hf://openai/gpt-oss-20b", "devices": "l4"}))
+        check(self.done() == "done", f"expected a verdict, got: {p.text('#result')[:400]!r}")
+        cell = "document.querySelector('table.runtimes tr[data-engine=vllm] td[data-device=\"l4\"]')"
+        check(p.js(cell + ".dataset.supported") == "fallback", "gpt-oss MXFP4 on an L4 runs through a fallback kernel")
+        check("runtime.fallback_kernel" in p.js(cell + ".dataset.codes"), "with its reason code")
+        check("Marlin" in (p.js(cell + ".querySelector('.badge').title") or ""), "and the kernel named on hover")
 
     def case_a_gated_repo_shows_the_gated_error(self):
         p = self.page

@@ -150,6 +150,37 @@ catalogue! {
     /// The device count does not split the model and no degree was given: the plan uses the
     /// largest degree dividing the count that does; the other devices hold replicas.
     MemoryTensorParallelChosen => ("memory.tensor_parallel_chosen", Info),
+    /// (In `runtimes.<engine>.findings`; runtime findings never make a checkpoint
+    /// inadmissible.) The engine registers no implementation of the checkpoint's
+    /// `architectures` class (or GGUF `general.architecture`), and has no fallback for it.
+    RuntimeArchitectureUnregistered => ("runtime.architecture_unregistered", Warning),
+    /// The engine has no loader for the checkpoint's quantization method.
+    RuntimeQuantizationUnsupported => ("runtime.quantization_unsupported", Warning),
+    /// A named device's compute capability is below what the engine requires for the
+    /// quantization method (its `get_min_capability()`) or for every kernel that could run it.
+    RuntimeCapabilityTooLow => ("runtime.capability_too_low", Warning),
+    /// The engine runs the weights on the named device only through a slower path its code
+    /// selects when no native kernel's gate passes (e.g. Marlin weight-only FP8 or FP4).
+    RuntimeFallbackKernel => ("runtime.fallback_kernel", Warning),
+    /// The model's attention kind needs a kernel the engine has only for other devices
+    /// (e.g. vLLM's sparse MLA for DeepSeek-V3.2 on compute capability 9.x/10.x/12.x).
+    RuntimeAttentionUnsupported => ("runtime.attention_unsupported", Warning),
+    /// The engine cannot load this file format (e.g. GGUF on vLLM without its plugin,
+    /// safetensors on llama.cpp before conversion).
+    RuntimeFormatUnsupported => ("runtime.format_unsupported", Warning),
+    /// The engine would serve the architecture through its generic Transformers backend:
+    /// slower than a native implementation, and only as far as transformers supports it.
+    RuntimeTransformersBackend => ("runtime.transformers_backend", Warning),
+    /// llama.cpp cannot load safetensors, but its converter (`convert_hf_to_gguf.py`) accepts
+    /// this architecture: convert first, then serve the GGUF.
+    RuntimeConvertible => ("runtime.convertible", Info),
+    /// The data cannot decide: preflight refused the architecture, the device has no compute
+    /// capability the engine's gates read, or the deciding gate is compiled code. The finding
+    /// says which; the verdict is `unknown`, never `yes`.
+    RuntimeUnknown => ("runtime.unknown", Warning),
+    /// The judged path depends on a package an install may lack (FlashInfer, DeepGEMM,
+    /// `triton_kernels`); the finding names the path taken without it.
+    RuntimeOptionalPackage => ("runtime.optional_package", Info),
 }
 
 /// Codes travel as their stable strings; the enum is the only place either side lives.

@@ -13,8 +13,10 @@ pub mod model;
 pub mod options;
 mod placement;
 pub mod quant;
+mod runtimes;
 mod safetensors;
 mod tensors;
+mod throughput;
 pub mod verdict;
 
 use std::borrow::Borrow;
@@ -22,7 +24,7 @@ use std::borrow::Borrow;
 use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
-pub use options::{Devices, Engine, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
+pub use options::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
 pub use verdict::*;
 
 /// The verdict document's schema identifier.
@@ -32,16 +34,28 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 /// of the service's cache key, so a bump invalidates every cached verdict.
 pub const SEMANTICS_VERSION: u32 = 4;
 
+/// The engine release `runtimes.<engine>` verdicts are judged against (`0.33.0` for vLLM).
+pub fn engine_version(engine: Engine) -> &'static str {
+    runtimes::version(engine)
+}
+
 /// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
 /// (bad options are bad input); options that fail it are planned without memory. The facts
 /// may be owned or shared (`Arc`): the service plans from its facts cache without a copy.
 pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Verdict {
-    let memory_options = (options.asks_for_memory() && options.validate().is_ok()).then_some(options);
+    let valid = options.validate().is_ok();
+    let memory_options = (options.asks_for_memory() && valid).then_some(options);
     let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.borrow().content)).collect();
     let engine = memory::engine_for(options, &formats);
-    let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
     // Placement first (how many devices, which degree), then every artifact sized for it.
+    let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
     let placed = memory_options.map(|o| placement::choose(&described, o, engine));
+    // Runtimes are judged on the devices as planned (a chosen count included).
+    let devices: Vec<options::DeviceGroup> =
+        match (valid, placed.as_ref().map_or(options, |p| &p.options).devices.as_ref()) {
+            (true, Some(devices)) => devices.groups().to_vec(),
+            _ => Vec::new(),
+        };
     let mut sizings = Vec::with_capacity(described.len());
     for artifact in &mut described {
         let mut findings = std::mem::take(&mut artifact.findings);
@@ -53,7 +67,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
     }
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
     let mut system_findings: Vec<(Code, String)> = Vec::new();
-    let memory = placed.as_ref().and_then(|placed| {
+    let mut memory = placed.as_ref().and_then(|placed| {
         system_findings.extend(placed.note.iter().map(|(code, detail)| (*code, detail.clone())));
         let sizings: Vec<&memory::Sizing> = sizings.iter().map(Option::as_ref).collect::<Option<_>>()?;
         if sizings.is_empty() {
@@ -70,6 +84,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
     };
     let device = placed.as_ref().and_then(|p| target_device(&p.options));
     let count = described.len();
+    let mut loads = Vec::with_capacity(count);
     let artifacts: Vec<ArtifactVerdict> = described
         .into_iter()
         .zip(&sizings)
@@ -88,9 +103,30 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
                     device: device.as_ref(),
                 })
             });
-            artifact.finish(index, memory)
+            let load = match (&placed, &artifact.model, &memory) {
+                (Some(p), Some(model), Some(report)) if !report.lower_bound => throughput::load(
+                    model,
+                    report,
+                    &artifact.parameters,
+                    artifact.layout.component_bytes(Component::Experts),
+                    &p.options,
+                ),
+                _ => None,
+            };
+            loads.push(load);
+            let subject = runtimes::Subject::new(facts[index].borrow(), artifact.format, artifact.model.as_ref());
+            let runtimes = runtimes::judge(index, &subject, &devices);
+            artifact.finish(index, memory, runtimes)
         })
         .collect();
+    let require_engine = options.require_engine.map(|engine| RequiredEngine {
+        engine,
+        met: artifacts.iter().all(|a| a.runtimes.get(engine).supported.runs()),
+    });
+    // Bounds for one model on its devices; a system of several has no one token to bound.
+    if let (Some(memory), [Some(load)], Some(p)) = (memory.as_mut(), loads.as_slice(), placed.as_ref()) {
+        memory.throughput_bounds = throughput::bounds(load, &devices, p.options.tensor_parallel_degree());
+    }
     let mut summary = Summary::default();
     for finding in artifacts.iter().flat_map(|a| &a.findings) {
         match finding.severity {
@@ -110,6 +146,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
         staging: facts.iter().map(|f| f.borrow().staging.clone()).collect(),
         artifacts,
         memory,
+        require_engine,
     }
 }
 
@@ -144,7 +181,7 @@ impl Described {
         }
     }
 
-    fn finish(self, index: usize, memory: Option<ArtifactMemory>) -> ArtifactVerdict {
+    fn finish(self, index: usize, memory: Option<ArtifactMemory>, runtimes: Runtimes) -> ArtifactVerdict {
         ArtifactVerdict {
             name: self.name,
             source: self.source,
@@ -154,6 +191,7 @@ impl Described {
             weights_bytes: self.weights_bytes,
             tensor_elements_by_dtype: self.tensor_elements_by_dtype,
             memory,
+            runtimes,
             findings: self.findings.finish(index),
         }
     }

@@ -12,6 +12,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::devices;
+use crate::verdict::Engine;
 
 /// Longest context accepted: llama.cpp holds contexts in 32 bits, and no model declares one
 /// within three orders of magnitude of it. It also keeps every byte product far from `u64`.
@@ -65,7 +66,7 @@ pub struct PlanOptions {
     /// The serving engine whose accounting the memory plan follows. Default: the engine its
     /// own knobs name, else llama.cpp when every artifact is a GGUF, else vLLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub engine: Option<Engine>,
+    pub engine: Option<MemoryEngine>,
     /// vLLM `--max-num-seqs`: requests scheduled at once (its sampler warm-up holds logits for
     /// this many). Default: vLLM's for the device (1024 on ≥ 70 GiB parts but A100, else 256).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,11 +111,16 @@ pub struct PlanOptions {
     /// window and a micro-batch. Default off, as llama.cpp's tools.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub swa_full: bool,
+    /// An engine the deployment needs (`vllm`, `sglang`, `llama_cpp`, `transformers`): the
+    /// verdict's `require_engine.met` says whether every artifact runs on it (`yes` or
+    /// `fallback`), and the CLI exits 4 when not. Not a memory option.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_engine: Option<Engine>,
 }
 
 /// A serving engine whose memory accounting preflight models (see `docs/memory.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Engine {
+pub enum MemoryEngine {
     #[serde(rename = "vllm")]
     Vllm,
     #[serde(rename = "sglang")]
@@ -123,13 +129,13 @@ pub enum Engine {
     LlamaCpp,
 }
 
-const ENGINE_NAMES: &[(Engine, &[&str])] = &[
-    (Engine::Vllm, &["vllm"]),
-    (Engine::Sglang, &["sglang"]),
-    (Engine::LlamaCpp, &["llama.cpp", "llama_cpp", "llamacpp"]),
+const ENGINE_NAMES: &[(MemoryEngine, &[&str])] = &[
+    (MemoryEngine::Vllm, &["vllm"]),
+    (MemoryEngine::Sglang, &["sglang"]),
+    (MemoryEngine::LlamaCpp, &["llama.cpp", "llama_cpp", "llamacpp"]),
 ];
 
-impl Engine {
+impl MemoryEngine {
     pub fn name(self) -> &'static str {
         ENGINE_NAMES
             .iter()
@@ -138,7 +144,7 @@ impl Engine {
     }
 }
 
-impl FromStr for Engine {
+impl FromStr for MemoryEngine {
     type Err = OptionsError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.trim().to_ascii_lowercase();
@@ -155,7 +161,7 @@ impl FromStr for Engine {
     }
 }
 
-impl fmt::Display for Engine {
+impl fmt::Display for MemoryEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -197,10 +203,15 @@ fn error(option: &'static str, message: impl Into<String>) -> OptionsError {
 }
 
 impl PlanOptions {
-    /// Whether the caller asked for memory: any option given. `{}` plans as before, so
-    /// existing verdicts (and their cache keys) are unchanged.
+    /// Whether the caller asked for memory: any memory option given (`require_engine` is
+    /// not one). `{}` plans as before, so existing verdicts (and their cache keys) are
+    /// unchanged.
     pub fn asks_for_memory(&self) -> bool {
-        *self != PlanOptions::default()
+        *self
+            != PlanOptions {
+                require_engine: self.require_engine,
+                ..PlanOptions::default()
+            }
     }
 
     /// Reject values no plan can honour. Values that depend on the model (a tensor-parallel
@@ -257,28 +268,28 @@ impl PlanOptions {
     }
 
     /// The engine-specific options given, each with its JSON name and engine.
-    fn knobs(&self) -> impl Iterator<Item = (&'static str, Engine)> {
+    fn knobs(&self) -> impl Iterator<Item = (&'static str, MemoryEngine)> {
         [
-            ("gpu_utilization", Engine::Vllm, self.gpu_utilization.is_some()),
-            ("max_num_seqs", Engine::Vllm, self.max_num_seqs.is_some()),
+            ("gpu_utilization", MemoryEngine::Vllm, self.gpu_utilization.is_some()),
+            ("max_num_seqs", MemoryEngine::Vllm, self.max_num_seqs.is_some()),
             (
                 "max_num_batched_tokens",
-                Engine::Vllm,
+                MemoryEngine::Vllm,
                 self.max_num_batched_tokens.is_some(),
             ),
-            ("block_size", Engine::Vllm, self.block_size.is_some()),
-            ("enforce_eager", Engine::Vllm, self.enforce_eager),
+            ("block_size", MemoryEngine::Vllm, self.block_size.is_some()),
+            ("enforce_eager", MemoryEngine::Vllm, self.enforce_eager),
             (
                 "mem_fraction_static",
-                Engine::Sglang,
+                MemoryEngine::Sglang,
                 self.mem_fraction_static.is_some(),
             ),
-            ("batch", Engine::LlamaCpp, self.batch.is_some()),
-            ("ubatch", Engine::LlamaCpp, self.ubatch.is_some()),
-            ("flash_attn", Engine::LlamaCpp, self.flash_attn.is_some()),
-            ("gpu_layers", Engine::LlamaCpp, self.gpu_layers.is_some()),
-            ("kv_unified", Engine::LlamaCpp, self.kv_unified),
-            ("swa_full", Engine::LlamaCpp, self.swa_full),
+            ("batch", MemoryEngine::LlamaCpp, self.batch.is_some()),
+            ("ubatch", MemoryEngine::LlamaCpp, self.ubatch.is_some()),
+            ("flash_attn", MemoryEngine::LlamaCpp, self.flash_attn.is_some()),
+            ("gpu_layers", MemoryEngine::LlamaCpp, self.gpu_layers.is_some()),
+            ("kv_unified", MemoryEngine::LlamaCpp, self.kv_unified),
+            ("swa_full", MemoryEngine::LlamaCpp, self.swa_full),
         ]
         .into_iter()
         .filter(|(_, _, given)| *given)
@@ -287,8 +298,8 @@ impl PlanOptions {
 
     /// The engine the options name, explicitly or through their knobs; a knob of another
     /// engine than the one named (or knobs of two engines) is a mistake.
-    fn knob_engine(&self) -> Result<Option<Engine>, OptionsError> {
-        let mut named: Option<(&'static str, Engine)> = self.engine.map(|e| ("engine", e));
+    fn knob_engine(&self) -> Result<Option<MemoryEngine>, OptionsError> {
+        let mut named: Option<(&'static str, MemoryEngine)> = self.engine.map(|e| ("engine", e));
         for (knob, engine) in self.knobs() {
             match named {
                 Some((_, e)) if e == engine => {}
@@ -312,11 +323,11 @@ impl PlanOptions {
 
     /// The engine planned for: as named (or implied by its knobs), else llama.cpp when every
     /// artifact is a GGUF, else vLLM.
-    pub fn engine_for(&self, all_gguf: bool) -> Engine {
+    pub fn engine_for(&self, all_gguf: bool) -> MemoryEngine {
         match self.knob_engine() {
             Ok(Some(engine)) => engine,
-            _ if all_gguf => Engine::LlamaCpp,
-            _ => Engine::Vllm,
+            _ if all_gguf => MemoryEngine::LlamaCpp,
+            _ => MemoryEngine::Vllm,
         }
     }
 
@@ -552,8 +563,9 @@ impl FromStr for Fraction {
 }
 
 /// The devices a system is placed on: groups of `NAME[:COUNT]`, comma-separated, where NAME
-/// is a catalogue device ([`devices::CATALOGUE`]) or a capacity (`85899345920`, `80GiB`,
-/// `24GB`). Canonical form: lower-case names, capacities in bytes, every count written.
+/// is a catalogue device ([`devices::catalogue`]), a catalogue device at a given size
+/// (`rtx-4090=24GiB`, for parts whose memory the catalogue does not know), or a capacity
+/// (`85899345920`, `80GiB`, `24GB`). Canonical form: lower-case names, capacities in bytes, every count written.
 /// The API also takes a JSON list of groups (`["h100-80gb:2", "l4"]`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(into = "String")]
@@ -570,6 +582,24 @@ pub struct DeviceGroup {
     /// The count was written (`NAME:N`). A lone group without one asks for the smallest
     /// count that fits.
     pub counted: bool,
+    /// What CUDA shows of the device, where measured (catalogue devices at their own size).
+    pub cuda_visible_bytes: Option<u64>,
+}
+
+impl DeviceGroup {
+    /// The catalogued device, when the group names one (not a bare size).
+    pub fn device(&self) -> Option<&'static devices::Device> {
+        devices::find(&self.name)
+    }
+
+    /// Canonical text: `name`, or `name=bytes` when the caller gave a catalogued device a
+    /// size other than the catalogue's.
+    fn spec(&self) -> String {
+        match self.device() {
+            Some(d) if d.memory_bytes != Some(self.capacity_bytes) => format!("{}={}", self.name, self.capacity_bytes),
+            _ => self.name.clone(),
+        }
+    }
 }
 
 impl Devices {
@@ -636,11 +666,17 @@ impl FromStr for Devices {
                 ));
             }
             let (name, capacity_bytes) = devices::capacity(name).map_err(|m| error("devices", m))?;
+            // The measured CUDA total belongs to the catalogue's part, not to a size the
+            // caller typed for it.
+            let cuda_visible_bytes = devices::find(&name)
+                .filter(|d| d.memory_bytes == Some(capacity_bytes))
+                .and_then(|d| d.cuda_visible_bytes);
             groups.push(DeviceGroup {
                 name,
                 capacity_bytes,
                 count,
                 counted,
+                cuda_visible_bytes,
             });
         }
         Ok(Devices { groups })
@@ -692,8 +728,8 @@ impl fmt::Display for Devices {
                 f.write_str(",")?;
             }
             match g.counted {
-                true => write!(f, "{}:{}", g.name, g.count)?,
-                false => f.write_str(&g.name)?,
+                true => write!(f, "{}:{}", g.spec(), g.count)?,
+                false => f.write_str(&g.spec())?,
             }
         }
         Ok(())
@@ -840,6 +876,25 @@ mod tests {
     }
 
     #[test]
+    fn a_catalogued_device_at_a_given_size_round_trips_and_keeps_its_name() {
+        let d: Devices = "RTX-4090=24GiB:2, h100-80gb=80GB".parse().expect("devices");
+        assert_eq!(d.to_string(), "rtx-4090=25769803776:2,h100-80gb");
+        assert_eq!(d.to_string().parse::<Devices>().expect("reparse"), d);
+        let [rtx, h100] = d.groups() else { panic!("two groups") };
+        assert_eq!(
+            (rtx.name.as_str(), rtx.device().and_then(|x| x.compute_capability)),
+            ("rtx-4090", Some(89))
+        );
+        assert_eq!(rtx.cuda_visible_bytes, None);
+        assert_eq!(
+            h100.cuda_visible_bytes,
+            Some(85_029_615_042),
+            "79.19 GiB, as CUDA shows an H100 80GB"
+        );
+        assert!("rtx-4090:1".parse::<Devices>().is_err(), "unknown memory needs a size");
+    }
+
+    #[test]
     fn the_device_limit_is_checked_before_anything_is_built() {
         let too_many = format!("h100-80gb:{}", MAX_DEVICES + 1);
         assert!(too_many.parse::<Devices>().is_err());
@@ -850,7 +905,7 @@ mod tests {
     fn llama_cpp_cache_knobs_belong_to_llama_cpp() {
         let unified: PlanOptions = serde_json::from_str(r#"{"kv_unified": true, "swa_full": true}"#).expect("options");
         assert_eq!(unified.validate(), Ok(()));
-        assert_eq!(unified.engine_for(false), Engine::LlamaCpp);
+        assert_eq!(unified.engine_for(false), MemoryEngine::LlamaCpp);
         let vllm: PlanOptions = serde_json::from_str(r#"{"engine": "vllm", "swa_full": true}"#).expect("options");
         assert_eq!(vllm.validate().map_err(|e| e.option), Err("swa_full"));
     }

@@ -4,7 +4,7 @@
 //! other devices holding replicas. Each choice is said in an info finding.
 
 use crate::findings::{Code, Findings, grouped};
-use crate::options::{Engine, PlanOptions};
+use crate::options::{MemoryEngine, PlanOptions};
 use crate::{Described, memory};
 
 /// Most devices of one kind tried for an open count: a full NVL72 rack's worth and some.
@@ -19,7 +19,7 @@ pub struct Placed {
 
 /// What the system looks like under `options`: `None` when some artifact cannot be split
 /// over its degree, else whether it fits.
-fn fits(described: &[Described], options: &PlanOptions, engine: Engine) -> Option<bool> {
+fn fits(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Option<bool> {
     let mut scratch = Findings::default();
     let sizings: Vec<memory::Sizing> = described
         .iter()
@@ -31,7 +31,7 @@ fn fits(described: &[Described], options: &PlanOptions, engine: Engine) -> Optio
     memory.fits
 }
 
-pub fn choose(described: &[Described], options: &PlanOptions, engine: Engine) -> Placed {
+pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Placed {
     let as_given = || Placed {
         options: options.clone(),
         note: None,

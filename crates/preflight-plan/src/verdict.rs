@@ -22,6 +22,9 @@ pub struct Verdict {
     pub memory: Option<Memory>,
     /// Per artifact, in artifact order.
     pub staging: Vec<StagingStats>,
+    /// Present when the options require an engine (`require_engine`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_engine: Option<RequiredEngine>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +55,146 @@ pub struct ArtifactVerdict {
     /// This artifact's share of the memory plan, when the options ask for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<ArtifactMemory>,
+    /// Whether each engine would run it (on the named devices, when any are named).
+    pub runtimes: Runtimes,
     pub findings: Vec<Finding>,
+}
+
+/// Each engine's verdict on one artifact (docs/runtimes.md). Keys as the JSON names them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Runtimes {
+    pub vllm: Runtime,
+    pub sglang: Runtime,
+    pub llama_cpp: Runtime,
+    pub transformers: Runtime,
+}
+
+impl Runtimes {
+    pub fn get(&self, engine: Engine) -> &Runtime {
+        match engine {
+            Engine::Vllm => &self.vllm,
+            Engine::Sglang => &self.sglang,
+            Engine::LlamaCpp => &self.llama_cpp,
+            Engine::Transformers => &self.transformers,
+        }
+    }
+}
+
+/// An inference engine the planner judges support for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Engine {
+    Vllm,
+    Sglang,
+    #[serde(alias = "llama.cpp")]
+    LlamaCpp,
+    Transformers,
+}
+
+impl Engine {
+    pub const ALL: [Engine; 4] = [Engine::Vllm, Engine::Sglang, Engine::LlamaCpp, Engine::Transformers];
+
+    /// The JSON key (`runtimes.<key>`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+            Engine::LlamaCpp => "llama_cpp",
+            Engine::Transformers => "transformers",
+        }
+    }
+
+    /// As people write it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vLLM",
+            Engine::Sglang => "SGLang",
+            Engine::LlamaCpp => "llama.cpp",
+            Engine::Transformers => "transformers",
+        }
+    }
+}
+
+impl std::str::FromStr for Engine {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        Engine::ALL
+            .into_iter()
+            .find(|e| {
+                e.key() == lower
+                    || e.label().eq_ignore_ascii_case(&lower)
+                    || (lower == "llamacpp" && *e == Engine::LlamaCpp)
+            })
+            .ok_or_else(|| format!("`{s}` is not an engine: vllm, sglang, llama.cpp or transformers"))
+    }
+}
+
+/// How far an engine supports an artifact, best first: the order is how verdicts on several
+/// devices combine (the worst one wins).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Support {
+    /// A native path on the named devices (or, without devices, nothing refuses it).
+    Yes,
+    /// Only through a slower path the engine selects (a fallback kernel, the Transformers
+    /// backend): see the warning finding.
+    Fallback,
+    /// The data cannot decide (see the `runtime.unknown` finding); never read as yes.
+    Unknown,
+    /// The engine's code refuses it.
+    No,
+}
+
+impl Support {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Support::Yes => "yes",
+            Support::Fallback => "fallback",
+            Support::Unknown => "unknown",
+            Support::No => "no",
+        }
+    }
+
+    /// Whether a deployment that requires the engine can count on it.
+    pub fn runs(self) -> bool {
+        matches!(self, Support::Yes | Support::Fallback)
+    }
+}
+
+/// One engine's verdict on one artifact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Runtime {
+    /// The worst of the per-device verdicts; without devices, the architecture and
+    /// quantization verdict alone.
+    pub supported: Support,
+    /// The engine release the data was read from.
+    pub version: String,
+    /// The engine's own classification of the architecture as hybrid (attention beside
+    /// recurrent state), when its data has one for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hybrid: Option<bool>,
+    /// One entry per named device group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_device: Vec<DeviceSupport>,
+    /// The reasons, with stable `runtime.*` codes; a device's own reasons name it as their
+    /// subject.
+    pub findings: Vec<Finding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSupport {
+    /// As `memory.per_device[].device` names it.
+    pub device: String,
+    pub supported: Support,
+}
+
+/// What `require_engine` asked, and whether every artifact meets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequiredEngine {
+    pub engine: Engine,
+    /// Every artifact's `supported` is `yes` or `fallback` for that engine.
+    pub met: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -297,6 +439,9 @@ pub struct Memory {
     pub max_context_that_fits: Option<u64>,
     /// Whether `max_context_that_fits` is the model's own maximum or where memory runs out.
     pub max_context_limited_by: Option<LimitedBy>,
+    /// Upper bounds on speed on the named devices (one artifact; docs/throughput.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_bounds: Option<ThroughputBounds>,
 }
 
 /// An engine and the version whose accounting is modelled.
@@ -314,6 +459,29 @@ pub enum LimitedBy {
     Model,
     /// The devices' memory.
     Memory,
+}
+
+/// Roofline upper bounds — never predictions: what the devices' bandwidth and peak dense
+/// FLOPs allow at best, before any kernel's efficiency or any communication. A figure is null
+/// when some named device lacks the vendor number it needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputBounds {
+    /// Tokens per second each sequence can decode at most: the slowest device's bandwidth ÷
+    /// `decode_bytes_per_rank`.
+    pub decode_tokens_per_s: Option<f64>,
+    /// Prompt tokens per second at most: the tensor-parallel group's peak dense FLOPs at
+    /// `compute_dtype` ÷ `prefill_flops_per_token`.
+    pub prefill_tokens_per_s: Option<f64>,
+    /// Bytes one decode step reads on one rank: its active weights plus the KV cache of
+    /// every sequence at the context.
+    pub decode_bytes_per_rank: u64,
+    /// Of those, the weights a token passes through (MoE: the routed experts it uses, not all).
+    pub active_weights_bytes_per_rank: u64,
+    /// 2 × active parameters + attention over the context (causal prompt: half of it on average).
+    pub prefill_flops_per_token: f64,
+    /// The peak the prefill bound uses: `bf16`, `fp8` or `fp4` (the weights' own type when
+    /// the device computes it natively, else bf16).
+    pub compute_dtype: String,
 }
 
 /// What one device holds: its rank's share of every artifact.

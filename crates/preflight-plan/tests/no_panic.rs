@@ -4,7 +4,7 @@
 use preflight_formats::config::Config;
 use preflight_formats::facts::{ArtifactFacts, Content, SafetensorsFile, SourceRef, StagingStats};
 use preflight_formats::safetensors::{Header, TensorInfo};
-use preflight_plan::{PlanOptions, plan};
+use preflight_plan::{Engine, PlanOptions, plan};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -150,27 +150,38 @@ fn options() -> impl Strategy<Value = PlanOptions> {
         prop::option::of(prop::sample::select(&["bf16", "fp8", "q4_0", "f32"][..])),
         prop::option::of(prop::sample::select(&["int4", "fp8", "f32", "mxfp4"][..])),
         prop::option::of(prop::sample::select(
-            &["h100-80gb:8", "l4", "1:3", "18446744073709551615:2"][..],
+            &[
+                "h100-80gb:8",
+                "l4",
+                "1:3",
+                "18446744073709551615:2",
+                "rtx-4090=24GiB,mi300x",
+                "a100-80gb:2,80GiB",
+            ][..],
         )),
         prop::option::of(extreme()),
         any::<bool>(),
         prop::option::of(prop::sample::select(&["vllm", "sglang", "llama.cpp"][..])),
         (prop::option::of(extreme()), prop::option::of(extreme())),
+        prop::option::of(prop::sample::select(&Engine::ALL[..])),
     )
         .prop_map(
-            |(context, sequences, kv, weights, devices, tp, include_mtp, engine, (batched, seqs))| PlanOptions {
-                context,
-                sequences,
-                kv_dtype: kv.map(|k| k.parse().expect("kv dtype")),
-                weights_dtype: weights.map(|w| w.parse().expect("weights dtype")),
-                devices: devices.map(|d| d.parse().expect("devices")),
-                tensor_parallel: tp,
-                gpu_utilization: None,
-                include_mtp,
-                engine: engine.map(|e| e.parse().expect("engine")),
-                max_num_batched_tokens: batched,
-                max_num_seqs: seqs,
-                ..PlanOptions::default()
+            |(context, sequences, kv, weights, devices, tp, include_mtp, engine, (batched, seqs), require_engine)| {
+                PlanOptions {
+                    context,
+                    sequences,
+                    kv_dtype: kv.map(|k| k.parse().expect("kv dtype")),
+                    weights_dtype: weights.map(|w| w.parse().expect("weights dtype")),
+                    devices: devices.map(|d| d.parse().expect("devices")),
+                    tensor_parallel: tp,
+                    gpu_utilization: None,
+                    include_mtp,
+                    engine: engine.map(|e| e.parse().expect("engine")),
+                    max_num_batched_tokens: batched,
+                    max_num_seqs: seqs,
+                    require_engine,
+                    ..PlanOptions::default()
+                }
             },
         )
 }

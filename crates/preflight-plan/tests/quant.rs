@@ -3,7 +3,7 @@
 //! (packed 4-bit counted unpacked, scales and zero points excluded), the scheme named, and
 //! nothing left unplaced.
 
-use preflight_plan::{PlanOptions, Verdict, plan};
+use preflight_plan::{Code, Engine, PlanOptions, Support, Verdict, plan};
 use serde_json::{Value, json};
 
 const HIDDEN: u64 = 64;
@@ -74,13 +74,29 @@ fn plan_scheme(
     quant_config: Option<Value>,
     per_linear: impl Fn(&str, u64, u64) -> Vec<Spec>,
 ) -> Verdict {
+    plan_on(None, quantization, quant_config, per_linear)
+}
+
+/// The same, placed on `devices` (which also judges each engine's kernels there).
+fn plan_on(
+    devices: Option<&str>,
+    quantization: Option<Value>,
+    quant_config: Option<Value>,
+    per_linear: impl Fn(&str, u64, u64) -> Vec<Spec>,
+) -> Verdict {
     let mut tensors = unquantized();
     for (stem, rows, cols) in linears() {
         tensors.extend(per_linear(&stem, rows, cols));
     }
     let header = preflight_testhub::facts::header(tensors);
-    let facts = preflight_testhub::facts::single_file(Some(&config(quantization)), header, quant_config.as_ref());
-    plan(&[facts], &PlanOptions::default())
+    let mut config = config(quantization);
+    config["architectures"] = json!(["LlamaForCausalLM"]);
+    let facts = preflight_testhub::facts::single_file(Some(&config), header, quant_config.as_ref());
+    let options = PlanOptions {
+        devices: devices.map(|d| d.parse().expect("devices")),
+        ..PlanOptions::default()
+    };
+    plan(&[facts], &options)
 }
 
 fn assert_exact(v: &Verdict, method: &str, logical_dtype: &str) {
@@ -217,4 +233,89 @@ fn an_unknown_modelopt_algorithm_is_refused() {
     });
     assert!(!v.admissible);
     assert!(v.artifacts[0].findings.iter().any(|f| f.code == "quantization.unknown"));
+}
+
+/// `(supported, codes)` of `engine` for a scheme on `devices`.
+fn runtime(v: &Verdict, engine: Engine) -> (Support, Vec<Code>) {
+    let r = v.artifacts[0].runtimes.get(engine);
+    (r.supported, r.findings.iter().map(|f| f.code).collect())
+}
+
+/// Each scheme as each engine names and gates it: the method's own minimum capability, then
+/// whether the device computes the format natively.
+#[test]
+fn engines_gate_each_scheme_by_its_own_method_and_the_device() {
+    let fp8_static = |stem: &str, rows: u64, cols: u64| {
+        vec![
+            spec(format!("{stem}.weight"), "F8_E4M3", vec![rows, cols]),
+            spec(format!("{stem}.weight_scale"), "F32", vec![]),
+            spec(format!("{stem}.input_scale"), "F32", vec![]),
+        ]
+    };
+    let modelopt_fp8 = || Some(json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}));
+    // ModelOpt FP8 on an A100: vLLM's `modelopt` loads from 8.0 and runs FP8 through Marlin;
+    // SGLang's `modelopt_fp8` needs 8.9.
+    let a100 = plan_on(Some("a100-80gb"), None, modelopt_fp8(), fp8_static);
+    assert_eq!(
+        runtime(&a100, Engine::Vllm),
+        (Support::Fallback, vec![Code::RuntimeFallbackKernel])
+    );
+    assert_eq!(
+        runtime(&a100, Engine::Sglang),
+        (Support::No, vec![Code::RuntimeCapabilityTooLow])
+    );
+    // On an L40S (8.9) both run it natively.
+    let l40s = plan_on(Some("l40s"), None, modelopt_fp8(), fp8_static);
+    assert_eq!(runtime(&l40s, Engine::Vllm), (Support::Yes, vec![]));
+    assert_eq!(runtime(&l40s, Engine::Sglang), (Support::Yes, vec![]));
+    // transformers has no ModelOpt quantizer (hf_quant_config.json is not its format).
+    assert_eq!(
+        runtime(&l40s, Engine::Transformers),
+        (Support::No, vec![Code::RuntimeQuantizationUnsupported])
+    );
+
+    // compressed-tensors FP8 is FP8 to the kernels too.
+    let q = json!({
+        "quant_method": "compressed-tensors", "format": "float-quantized",
+        "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float", "strategy": "tensor"},
+            "input_activations": {"num_bits": 8, "type": "float", "dynamic": false}}}
+    });
+    let ct = plan_on(Some("a100-80gb"), Some(q), None, fp8_static);
+    assert_eq!(runtime(&ct, Engine::Vllm).0, Support::Fallback);
+    assert_eq!(
+        runtime(&ct, Engine::Transformers),
+        (Support::Fallback, vec![Code::RuntimeFallbackKernel])
+    );
+
+    // NVFP4: Marlin on Hopper, native on Blackwell; SGLang too loads it from 8.0.
+    let nvfp4 = |devices| {
+        let record =
+            json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}});
+        plan_on(Some(devices), None, Some(record), |stem, rows, cols| {
+            vec![
+                spec(format!("{stem}.weight"), "U8", vec![rows, cols / 2]),
+                spec(format!("{stem}.weight_scale"), "F8_E4M3", vec![rows, cols / 16]),
+                spec(format!("{stem}.weight_scale_2"), "F32", vec![]),
+                spec(format!("{stem}.input_scale"), "F32", vec![]),
+            ]
+        })
+    };
+    let h100 = nvfp4("h100-80gb");
+    assert_eq!(
+        runtime(&h100, Engine::Vllm),
+        (Support::Fallback, vec![Code::RuntimeFallbackKernel])
+    );
+    assert_eq!(
+        runtime(&h100, Engine::Sglang),
+        (Support::Fallback, vec![Code::RuntimeFallbackKernel])
+    );
+    assert_eq!(runtime(&nvfp4("b200"), Engine::Vllm), (Support::Yes, vec![]));
+    assert_eq!(runtime(&nvfp4("b200"), Engine::Sglang), (Support::Yes, vec![]));
+    // Unquantized BF16 has no kernel gate: yes on any NVIDIA part (an RTX 3090, sized by hand).
+    let bf16 = plan_on(Some("rtx-3090=24GiB"), None, None, |stem, rows, cols| {
+        vec![spec(format!("{stem}.weight"), "BF16", vec![rows, cols])]
+    });
+    for engine in [Engine::Vllm, Engine::Sglang, Engine::Transformers] {
+        assert_eq!(runtime(&bf16, engine), (Support::Yes, vec![]), "{engine:?}");
+    }
 }

@@ -139,6 +139,13 @@ pub fn capabilities_document(state: &AppState) -> serde_json::Value {
         "semantics_version": preflight_plan::SEMANTICS_VERSION,
         "routes": state.mounted,
         "sources": { "POST /v1/plan": kinds },
+        // The one device catalogue `devices` accepts, and the engine releases runtime
+        // verdicts are judged against.
+        "devices": preflight_plan::devices::catalogue(),
+        "engines": preflight_plan::Engine::ALL
+            .iter()
+            .map(|e| (e.key().to_owned(), json!(preflight_plan::engine_version(*e))))
+            .collect::<serde_json::Map<_, _>>(),
         "limits": {
             "max_sources": MAX_SOURCES,
             "max_plans_in_flight": state.pipeline.permit_count,
@@ -305,9 +312,20 @@ struct ExplorerPage {
 }
 
 static EXPLORER: LazyLock<ExplorerPage> = LazyLock::new(|| {
-    let options: String = preflight_plan::devices::CATALOGUE
+    let options: String = preflight_plan::devices::catalogue()
         .iter()
-        .map(|(name, _, what)| format!("<option value=\"{}\">{}</option>", escape_html(name), escape_html(what)))
+        .map(|d| {
+            // A part whose memory the catalogue does not know is suggested with the size to fill in.
+            let value = match d.memory_bytes {
+                Some(_) => d.name.clone(),
+                None => format!("{}=", d.name),
+            };
+            format!(
+                "<option value=\"{}\">{}</option>",
+                escape_html(&value),
+                escape_html(&d.description)
+            )
+        })
         .collect();
     let html = EXPLORER_TEMPLATE.replacen("<!--DEVICES-->", &options, 1);
     let hashes = |open: &str, close: &str| -> String {

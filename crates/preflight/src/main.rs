@@ -17,7 +17,8 @@ use preflight_source::spec::{self, SourceSpec};
 use preflight_source::{ErrorCode, ErrorKind, SourceError};
 
 /// Exit codes, as documented in `--help`. When several apply, 2 and 3 (nothing was planned)
-/// come first, then 1 (inadmissible), then 4 (admissible, but does not fit).
+/// come first, then 1 (inadmissible), then 4 (admissible, but does not fit, or
+/// `--require-engine` does not run it).
 const EXIT_ADMISSIBLE: u8 = 0;
 const EXIT_INADMISSIBLE: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
@@ -41,7 +42,8 @@ enum Command {
     ///
     /// Exit status: 0 admissible (and fits, when devices are named), 1 planned but
     /// inadmissible (blocking findings), 2 bad usage or malformed input, 3 a source could not
-    /// be read, 4 admissible but does not fit the named devices.
+    /// be read, 4 admissible but does not fit the named devices (or the engine
+    /// --require-engine names does not run it).
     Plan {
         /// `hf://ORG/NAME[@REV][/file.gguf]`, checkpoint directories (config.json +
         /// safetensors, or an HF cache snapshot), .safetensors or .gguf files.
@@ -216,10 +218,11 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
         emit(&render::verdict(&verdict, term::Paint::for_stdout()));
     }
     let fits = verdict.memory.as_ref().and_then(|m| m.fits);
-    ExitCode::from(match (verdict.admissible, fits) {
-        (false, _) => EXIT_INADMISSIBLE,
-        (true, Some(false)) => EXIT_DOES_NOT_FIT,
-        (true, _) => EXIT_ADMISSIBLE,
+    let engine_met = verdict.require_engine.as_ref().is_none_or(|r| r.met);
+    ExitCode::from(match (verdict.admissible, fits, engine_met) {
+        (false, _, _) => EXIT_INADMISSIBLE,
+        (true, Some(false), _) | (true, _, false) => EXIT_DOES_NOT_FIT,
+        (true, _, true) => EXIT_ADMISSIBLE,
     })
 }
 

@@ -3,7 +3,7 @@
 //! the planner's own types, so the CLI and the service accept exactly the same things.
 
 use clap::Args;
-use preflight_plan::{Devices, Engine, Fraction, KvDtype, OptionsError, PlanOptions, WeightsDtype};
+use preflight_plan::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
 
 /// Memory and fit (see docs/memory.md). Giving any of these adds the memory plan
 /// (`--sequences 1` asks for it with every default).
@@ -24,11 +24,8 @@ pub struct MemoryArgs {
     /// int4, mxfp4 (quantize linear layers) [default: as stored].
     #[arg(long, value_name = "DTYPE", help_heading = "Memory")]
     pub weights_dtype: Option<WeightsDtype>,
-    /// Devices to place the system on: NAME[:COUNT],… with NAME a catalogued device
-    /// (h100-80gb, h100-94gb, h200, b200, a100-40gb, a100-80gb, l40s, l4, a10g, rtx-4090,
-    /// mi300x, mi325x; vendor GB read as GiB) or a capacity (85899345920, 80GiB, or 24GB —
-    /// a device's GB is read as GiB everywhere, as vendors mean it).
-    #[arg(long, value_name = "DEVICES", help_heading = "Memory")]
+    /// Devices to place the system on: NAME[:COUNT],… (see the list below).
+    #[arg(long, value_name = "DEVICES", help_heading = "Memory", long_help = devices_help())]
     pub devices: Option<Devices>,
     /// Tensor-parallel degree; must divide the device count (the rest are replicas)
     /// [default: the device count].
@@ -46,7 +43,7 @@ pub struct MemoryArgs {
     /// llama.cpp [default: the engine its own flags below name, else llama.cpp for GGUF
     /// files and vllm otherwise].
     #[arg(long, value_name = "ENGINE", help_heading = "Engine")]
-    pub engine: Option<Engine>,
+    pub engine: Option<MemoryEngine>,
     /// vLLM: share of each device's memory it may fill, in (0, 1] [default: 0.9].
     #[arg(long, value_name = "SHARE", help_heading = "Engine")]
     pub gpu_utilization: Option<Fraction>,
@@ -88,6 +85,10 @@ pub struct MemoryArgs {
     /// llama.cpp: sliding-window layers cache the whole context, not the window.
     #[arg(long, help_heading = "Engine")]
     pub swa_full: bool,
+    /// Exit 4 unless every source runs on this engine (`yes` or `fallback` in its runtime
+    /// verdict, on --devices when named): vllm, sglang, llama.cpp or transformers.
+    #[arg(long, value_name = "ENGINE", value_parser = parse_engine, help_heading = "Engines")]
+    pub require_engine: Option<preflight_plan::Engine>,
 }
 
 fn parse_mem_fraction(s: &str) -> Result<Fraction, OptionsError> {
@@ -103,6 +104,37 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
         "off" | "false" | "0" => Ok(false),
         _ => Err(format!("`{s}` is not on or off")),
     }
+}
+
+fn parse_engine(s: &str) -> Result<preflight_plan::Engine, String> {
+    s.parse()
+}
+
+/// `--devices`' help, listed from the planner's catalogue so it cannot drift from what
+/// `--devices` accepts.
+fn devices_help() -> String {
+    let mut help = String::from(
+        "Devices to place the system on: NAME[:COUNT],… with NAME a catalogued device, NAME=SIZE for a \
+         catalogued device whose memory the catalogue does not know (rtx-4090=24GiB), or a capacity \
+         (85899345920, 80GiB, or 24GB — a device's GB is read as GiB everywhere, as vendors mean it). \
+         Naming the part also judges each engine's kernels on it (compute capability).\n\nCatalogue:",
+    );
+    for d in preflight_plan::devices::catalogue() {
+        let memory = d.memory_bytes.map_or_else(
+            || "memory unknown: NAME=SIZE".to_owned(),
+            |b| format!("{} GiB", b >> 30),
+        );
+        let capability = d
+            .capability_text()
+            .map(|c| format!("cc {c}"))
+            .or_else(|| d.gfx_arch.clone())
+            .unwrap_or_else(|| "capability unknown".to_owned());
+        help.push_str(&format!(
+            "\n  {:<11} {} ({memory}, {capability})",
+            d.name, d.description
+        ));
+    }
+    help
 }
 
 /// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
@@ -163,6 +195,7 @@ impl MemoryArgs {
             gpu_layers: self.gpu_layers,
             kv_unified: self.kv_unified,
             swa_full: self.swa_full,
+            require_engine: self.require_engine,
         };
         options.validate()?;
         Ok(options)

@@ -3,7 +3,10 @@
 use std::fmt::Write;
 
 use crate::term::Paint;
-use preflight_plan::{ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Memory, Severity, Verdict};
+use preflight_plan::{
+    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Runtimes, Severity, Support,
+    Verdict,
+};
 
 /// `8190735360` → `8,190,735,360`: the planner's grouping, so findings and tables agree.
 pub use preflight_plan::findings::grouped as thousands;
@@ -35,10 +38,12 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     let fits = v.memory.as_ref().and_then(|m| m.fits);
     // What a person checks first, first: a plan that cannot be served says so before
     // anything else (the exit status is 4).
-    let state = match (v.admissible, fits) {
-        (true, Some(false)) => paint.yellow("DOES NOT FIT (admissible)"),
-        (true, _) => paint.green("ADMISSIBLE"),
-        (false, _) => paint.red("NOT ADMISSIBLE"),
+    let unmet = v.require_engine.as_ref().filter(|r| !r.met);
+    let state = match (v.admissible, fits, unmet) {
+        (true, Some(false), _) => paint.yellow("DOES NOT FIT (admissible)"),
+        (true, _, Some(r)) => paint.yellow(&format!("{} DOES NOT RUN IT (admissible)", r.engine.label())),
+        (true, _, None) => paint.green("ADMISSIBLE"),
+        (false, _, _) => paint.red("NOT ADMISSIBLE"),
     };
     let _ = writeln!(
         out,
@@ -170,6 +175,7 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, paint: Paint) {
     if let Some(memory) = &a.memory {
         artifact_memory(out, memory);
     }
+    runtimes(out, &a.runtimes);
     if a.findings.is_empty() {
         row(out, "findings", "none".into());
         return;
@@ -286,6 +292,40 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
     }
 }
 
+/// One line per engine: the verdict, and the first reason (the JSON has them all).
+fn runtimes(out: &mut String, r: &Runtimes) {
+    let devices = r.vllm.per_device.iter().map(|d| d.device.as_str()).collect::<Vec<_>>();
+    let on = match devices.is_empty() {
+        true => "architecture and quantization only; name --devices to judge kernels".to_owned(),
+        false => format!("on {}", devices.join(", ")),
+    };
+    let _ = writeln!(out, "  {:<14}{on}", "engines");
+    for engine in Engine::ALL {
+        let runtime = r.get(engine);
+        let mark = match runtime.supported {
+            Support::Yes => "✓ yes",
+            Support::Fallback => "~ fallback",
+            Support::Unknown => "? unknown",
+            Support::No => "✗ no",
+        };
+        let hybrid = match runtime.hybrid {
+            Some(true) => " · hybrid",
+            _ => "",
+        };
+        let mut reasons = runtime.findings.iter();
+        let reason = reasons.next().map_or_else(String::new, |f| {
+            let more = match reasons.len() {
+                0 => String::new(),
+                n => format!(" (+{n} more)"),
+            };
+            format!("  {} {}: {}{more}", f.code, f.subject, f.detail)
+        });
+        let name = format!("{} {}", engine.label(), runtime.version);
+        let line = format!("    {name:<20}{mark:<11}{hybrid}{reason}");
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
 /// Width of the per-device bar, in characters.
 const BAR_WIDTH: usize = 40;
 
@@ -374,6 +414,22 @@ fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
             line.push_str(&format!(" · {concurrency:.2} requests at this context at once"));
         }
         let _ = writeln!(out, "{line}");
+    }
+    if let Some(b) = &m.throughput_bounds {
+        let rate = |r: Option<f64>| {
+            r.map_or_else(
+                || "unknown (no vendor figure)".to_owned(),
+                |r| format!("≤ {r:.0} tokens/s"),
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  BOUNDS (upper bounds, not predictions): decode {} per sequence ({} read a step on each rank) · prefill {} at {} peak",
+            rate(b.decode_tokens_per_s),
+            bytes(b.decode_bytes_per_rank),
+            rate(b.prefill_tokens_per_s),
+            b.compute_dtype
+        );
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::families::Placement;
 use crate::findings::{Code, Findings};
 use crate::model::{Mixer, Model, Span, StateDtype};
-use crate::options::{DeviceGroup, Engine, KvDtype, PlanOptions, WeightsDtype};
+use crate::options::{DeviceGroup, KvDtype, MemoryEngine, PlanOptions, WeightsDtype};
 use crate::verdict::{
     ArtifactMemory, CacheKind, Component, DeviceMemory, EngineInfo, Format, KvCacheGroup, LimitedBy, Memory,
     Parameters, RankMemory,
@@ -53,6 +53,15 @@ impl WeightsLayout {
 
     pub fn add_unplaced(&mut self, bytes: u64) {
         self.unplaced_bytes = self.unplaced_bytes.saturating_add(bytes);
+    }
+
+    /// Bytes of one component as stored, every placement together (the throughput bounds'
+    /// routed experts).
+    pub fn component_bytes(&self, component: Component) -> u64 {
+        self.parts
+            .iter()
+            .filter(|((c, _), _)| *c == component)
+            .fold(0u64, |acc, (_, share)| acc.saturating_add(share.bytes))
     }
 
     /// Drop a component (a stored lm_head that tied embeddings make a copy of: engines
@@ -144,7 +153,12 @@ impl LayerCache {
 }
 
 /// Prepare one artifact, or say with a finding why its memory cannot be known.
-pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings: &mut Findings) -> Option<Sizing> {
+pub fn prepare(
+    inputs: &Inputs,
+    options: &PlanOptions,
+    engine: MemoryEngine,
+    findings: &mut Findings,
+) -> Option<Sizing> {
     let unavailable = |findings: &mut Findings, subject: &str, why: String| {
         findings.push(Code::MemoryUnavailable, subject, why);
         None
@@ -187,8 +201,8 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings:
     };
     // llama.cpp keeps recurrent state in F32, conv rows and SSM rows alike.
     let (state_base, mixer_for): (KvDtype, fn(Mixer) -> Mixer) = match engine {
-        Engine::LlamaCpp => (KvDtype::F32, llama_cpp::engine_mixer),
-        Engine::Vllm | Engine::Sglang => (state_base, |m| m),
+        MemoryEngine::LlamaCpp => (KvDtype::F32, llama_cpp::engine_mixer),
+        MemoryEngine::Vllm | MemoryEngine::Sglang => (state_base, |m| m),
     };
     let mut caches: Vec<LayerCache> = Vec::new();
     let mut layer_groups = Vec::with_capacity(layers.len());
@@ -214,8 +228,8 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings:
     }
     // llama.cpp splits layers between devices, not tensors: any count will do.
     let kv_projection_excess = match engine {
-        Engine::LlamaCpp => Some(0),
-        Engine::Vllm | Engine::Sglang => tensor_parallel_split(model, &layers, tp),
+        MemoryEngine::LlamaCpp => Some(0),
+        MemoryEngine::Vllm | MemoryEngine::Sglang => tensor_parallel_split(model, &layers, tp),
     };
     if kv_projection_excess.is_none() {
         findings.push(
@@ -278,7 +292,7 @@ pub fn prepare(inputs: &Inputs, options: &PlanOptions, engine: Engine, findings:
 /// A refused architecture: the stored weights, split as evenly as any engine could, are
 /// the least each rank holds. When that alone exceeds a device, it does not fit whatever
 /// else is true (a blocking finding); otherwise nothing is said to fit.
-fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: Engine, findings: &mut Findings) -> Sizing {
+fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: MemoryEngine, findings: &mut Findings) -> Sizing {
     let rank = weights.div_ceil(tp);
     if let Some(devices) = &options.devices {
         let usable = |group| {
@@ -287,7 +301,7 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: Engine, fin
                 options,
                 device: Some(group),
             }
-            .usable(group.capacity_bytes)
+            .usable_of(group)
         };
         if let Some(smallest) = devices.groups().iter().map(usable).min()
             && rank > smallest
@@ -647,7 +661,7 @@ impl Shape {
 /// What a plan is held against on one device: the engine, and the device it names.
 #[derive(Debug, Clone, Copy)]
 pub struct Target<'a> {
-    pub engine: Engine,
+    pub engine: MemoryEngine,
     pub options: &'a PlanOptions,
     pub device: Option<&'a DeviceGroup>,
 }
@@ -655,13 +669,19 @@ pub struct Target<'a> {
 impl Target<'_> {
     /// Bytes of the device the engine lets the plan fill: vLLM's `gpu_memory_utilization`
     /// share and SGLang's `mem_fraction_static` share of it; llama.cpp all of it.
+    /// Usable bytes of a device: engines budget from what CUDA reports of it (an "80 GB"
+    /// H100 shows 79.19 GiB), where that was measured, else from its capacity.
+    fn usable_of(&self, group: &DeviceGroup) -> u64 {
+        self.usable(group.cuda_visible_bytes.unwrap_or(group.capacity_bytes))
+    }
+
     fn usable(&self, capacity: u64) -> u64 {
         match self.engine {
-            Engine::Vllm => self.options.utilization().of(capacity),
-            Engine::Sglang => {
+            MemoryEngine::Vllm => self.options.utilization().of(capacity),
+            MemoryEngine::Sglang => {
                 sglang::fraction(self.options, capacity, self.options.tensor_parallel_degree()).of(capacity)
             }
-            Engine::LlamaCpp => capacity,
+            MemoryEngine::LlamaCpp => capacity,
         }
     }
 
@@ -699,7 +719,7 @@ impl Sizing {
         let tp = self.tensor_parallel;
         let (kv_cache_bytes, activation_bytes, non_torch_bytes) = match (target.engine, self.lower_bound) {
             (_, true) => (0, 0, 0),
-            (Engine::Vllm, false) => {
+            (MemoryEngine::Vllm, false) => {
                 let pool = self.pool(target).ok()?;
                 let knobs = target.vllm_knobs(self.mla());
                 (
@@ -709,8 +729,8 @@ impl Sizing {
                 )
             }
             // SGLang's activations live in the share `mem_fraction_static` leaves out.
-            (Engine::Sglang, false) => (self.kv(context, true), 0, 0),
-            (Engine::LlamaCpp, false) => {
+            (MemoryEngine::Sglang, false) => (self.kv(context, true), 0, 0),
+            (MemoryEngine::LlamaCpp, false) => {
                 let buffers = llama_cpp::buffers(self, context, target);
                 let (weights, kv, activation) = buffers.on_target(target.device.is_some());
                 return Some(rank_memory(tp, weights, kv, activation, 0));
@@ -728,7 +748,7 @@ impl Sizing {
     pub fn report(&self, target: &Target) -> ArtifactMemory {
         let context = self.context;
         // llama.cpp allocates whole 256-cell streams and windows of a micro-batch more.
-        let llama = (target.engine == Engine::LlamaCpp && !self.lower_bound)
+        let llama = (target.engine == MemoryEngine::LlamaCpp && !self.lower_bound)
             .then(|| llama_cpp::Context::new(context, self.sequences, &llama_cpp::Knobs::resolve(target.options)));
         let kv_cache: Vec<KvCacheGroup> = self
             .caches
@@ -804,15 +824,15 @@ fn rank_memory(tp: u64, weights: u64, kv: u64, activation: u64, non_torch: u64) 
 }
 
 /// The engine the system is planned for: as the options say, else by the artifacts' formats.
-pub fn engine_for(options: &PlanOptions, formats: &[Format]) -> Engine {
+pub fn engine_for(options: &PlanOptions, formats: &[Format]) -> MemoryEngine {
     options.engine_for(!formats.is_empty() && formats.iter().all(|f| *f == Format::Gguf))
 }
 
-fn engine_info(engine: Engine) -> EngineInfo {
+fn engine_info(engine: MemoryEngine) -> EngineInfo {
     let version = match engine {
-        Engine::Vllm => vllm::VERSION,
-        Engine::Sglang => sglang::VERSION,
-        Engine::LlamaCpp => llama_cpp::VERSION,
+        MemoryEngine::Vllm => vllm::VERSION,
+        MemoryEngine::Sglang => sglang::VERSION,
+        MemoryEngine::LlamaCpp => llama_cpp::VERSION,
     };
     EngineInfo {
         name: engine.name().to_owned(),
@@ -826,7 +846,7 @@ const TIGHT_FIT_PERCENT: u64 = 5;
 /// The system's memory: every artifact on the same devices at the same tensor-parallel
 /// degree, each device holding one rank of every artifact. Returns the block, and a
 /// `memory.tight_fit` finding's detail when a plan fits with little to spare.
-pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: Engine) -> (Memory, Option<String>) {
+pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) -> (Memory, Option<String>) {
     let refused = sizings.iter().any(|s| s.lower_bound);
     let devices = options.devices.as_ref();
     // The smallest device decides (every device holds one rank of everything).
@@ -869,7 +889,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: Engine) -> (Me
                 device: Some(group),
                 ..target
             };
-            let usable_bytes = target.usable(group.capacity_bytes);
+            let usable_bytes = target.usable_of(group);
             let device = DeviceMemory {
                 device: group.name.clone(),
                 capacity_bytes: group.capacity_bytes,
@@ -884,7 +904,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: Engine) -> (Me
             };
             per_device.extend((0..group.count).map(|_| device.clone()));
         }
-        let usable = smallest.map_or(0, |g| target.usable(g.capacity_bytes));
+        let usable = smallest.map_or(0, |g| target.usable_of(g));
         // What the engine would give its KV pool: its budget less everything else it holds.
         let pool = usable.checked_sub(held.total_bytes.saturating_sub(held.kv_cache_bytes));
         kv_pool_bytes = Some(pool.unwrap_or(0));
@@ -929,12 +949,12 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: Engine) -> (Me
         sequences: options.sequences.unwrap_or(1),
         tensor_parallel: options.tensor_parallel_degree(),
         gpu_utilization: match engine {
-            Engine::Vllm => options.utilization().into(),
-            Engine::Sglang => {
+            MemoryEngine::Vllm => options.utilization().into(),
+            MemoryEngine::Sglang => {
                 let capacity = smallest.map_or(0, |g| g.capacity_bytes);
                 sglang::fraction(options, capacity, options.tensor_parallel_degree()).into()
             }
-            Engine::LlamaCpp => 1.0,
+            MemoryEngine::LlamaCpp => 1.0,
         },
         weights_bytes: sum(|r| r.weights_bytes),
         kv_cache_bytes_per_token: sum(|r| r.kv_cache_bytes_per_token),
@@ -949,6 +969,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: Engine) -> (Me
         fits,
         max_context_that_fits,
         max_context_limited_by,
+        throughput_bounds: None,
     };
     (memory, tight)
 }
@@ -958,7 +979,7 @@ impl Sizing {
     /// planned context it holds at once.
     fn capacity(&self, pool_bytes: u64, target: &Target) -> (Option<u64>, Option<f64>) {
         match target.engine {
-            Engine::Vllm => match self.pool(target) {
+            MemoryEngine::Vllm => match self.pool(target) {
                 Ok(pool) => {
                     let blocks = pool.blocks(pool_bytes);
                     (
@@ -968,7 +989,7 @@ impl Sizing {
                 }
                 Err(_) => (None, None),
             },
-            Engine::Sglang => {
+            MemoryEngine::Sglang => {
                 let per_token: u64 = self
                     .caches
                     .iter()
@@ -981,7 +1002,7 @@ impl Sizing {
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
                 )
             }
-            Engine::LlamaCpp => {
+            MemoryEngine::LlamaCpp => {
                 // llama.cpp has no pool: what is left could hold whole 256-cell streams of
                 // full-attention cells, or this many sequences' streams as it allocates them
                 // (windows and padding included), spread over the devices as its layers are.

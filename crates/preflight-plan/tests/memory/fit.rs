@@ -7,13 +7,14 @@ use crate::support::{GIB, codes, memory_of, plan_with, system_of};
 fn one_model_on_one_device_is_its_total_against_the_usable_share() {
     let m = system_of(
         &["meta-llama/Llama-3.1-8B"],
-        r#"{"context": 8192, "devices": "h100-80gb"}"#,
+        r#"{"context": 8192, "devices": "h100-80gb:1"}"#,
     );
     assert_eq!(m.per_device.len(), 1);
     let d = &m.per_device[0];
     assert_eq!(d.capacity_bytes, 80 * GIB);
-    assert_eq!(d.usable_bytes, 80 * GIB / 10 * 9);
-    assert_eq!(d.total_bytes, m.total_bytes);
+    // vLLM budgets from what CUDA shows of an H100 80GB: 79.19 GiB (85,029,615,042 bytes).
+    assert_eq!(d.usable_bytes, 85_029_615_042 / 10 * 9 + 85_029_615_042 % 10 * 9 / 10);
+    assert_eq!(d.total_bytes, m.per_rank.as_ref().expect("rank").total_bytes);
     assert_eq!(d.total_bytes, d.weights_bytes + d.kv_cache_bytes + d.activation_bytes);
     assert_eq!((m.fits, d.fits), (Some(true), true));
     assert_eq!(

@@ -1,5 +1,6 @@
 //! Memory and fit, held against hand-worked figures on the bundled checkpoints, against
-//! llama.cpp's own allocations, and against the properties the plan must keep.
+//! llama.cpp's own allocations, and against the properties the plan must keep; with them the
+//! throughput bounds and each engine's runtime verdict on named devices.
 //! One test binary, a module per area.
 
 mod engines;
@@ -12,6 +13,8 @@ mod kv_gemma4_llama4;
 mod llamacpp;
 mod llamacpp_oracle;
 mod properties;
+mod runtimes;
 mod support;
+mod throughput;
 mod vllm_oracle;
 mod weights;

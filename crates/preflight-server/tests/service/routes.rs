@@ -13,6 +13,18 @@ async fn capabilities_and_the_router_agree() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(caps["profile"], "public");
     assert_eq!(caps["sources"]["POST /v1/plan"], serde_json::json!(["hf"]));
+    // The device catalogue and engine releases, from the planner's data.
+    let h100 = caps["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["name"] == "h100-80gb")
+        .expect("h100-80gb listed");
+    assert_eq!(
+        (h100["compute_capability"].as_u64(), h100["memory_bytes"].as_u64()),
+        (Some(90), Some(80 << 30))
+    );
+    assert_eq!(caps["engines"]["vllm"], "0.33.0");
     let routes = caps["routes"].as_array().expect("routes");
     assert!(!routes.is_empty());
     for route in routes {

@@ -109,3 +109,45 @@ fn a_directory_without_a_checkpoint_is_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a checkpoint"));
 }
+
+#[test]
+fn require_engine_exits_four_when_the_engine_does_not_run_it() {
+    let gguf = fixtures().join("local/tiny-llama-f32.gguf");
+    let gguf = gguf.to_str().expect("utf8");
+    // vLLM has no GGUF loader: admissible, but the required engine does not run it.
+    let out = preflight(&["plan", gguf, "--require-engine", "vllm"]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("vLLM DOES NOT RUN IT (admissible)"), "{text}");
+    // One line per engine, with the first reason.
+    assert!(
+        text.lines()
+            .any(|l| l.contains("vLLM 0.33.0") && l.contains("✗ no") && l.contains("runtime.format_unsupported")),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("llama.cpp") && l.contains("✓ yes")),
+        "{text}"
+    );
+    let out = preflight(&["plan", gguf, "--require-engine", "llama.cpp", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        v["require_engine"],
+        serde_json::json!({"engine": "llama_cpp", "met": true})
+    );
+    assert_eq!(v["artifacts"][0]["runtimes"]["vllm"]["supported"], "no");
+    assert!(v.get("memory").is_none(), "requiring an engine asks for no memory plan");
+    // An inadmissible checkpoint is 1 whatever the engine says.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = tiny_llama_copy(dir.path());
+    fs::write(
+        broken.join("config.json"),
+        r#"{"model_type": "frobnicator", "architectures": ["FrobnicatorForCausalLM"]}"#,
+    )
+    .expect("write");
+    let out = preflight(&["plan", broken.to_str().expect("utf8"), "--require-engine", "vllm"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = preflight(&["plan", gguf, "--require-engine", "tgi"]);
+    assert_eq!(out.status.code(), Some(2), "an unknown engine is bad usage");
+}

@@ -117,7 +117,10 @@ fn context_takes_32k_and_devices_h100_asks_which_one() {
     );
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains("did you mean h100-80gb or h100-94gb"), "{err}");
+    assert!(
+        err.contains("did you mean h100-80gb or h100-pcie or h100-94gb"),
+        "{err}"
+    );
     assert!(hub.requests().len() <= 4, "only the first plan reached the Hub");
 }
 
