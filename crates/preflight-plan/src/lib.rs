@@ -77,12 +77,9 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
         system_findings.extend(tight.map(|detail| (Code::MemoryTightFit, detail)));
         Some(memory)
     });
-    let target_device = |o: &PlanOptions| {
-        o.devices
-            .as_ref()
-            .and_then(|d| d.groups().iter().min_by_key(|g| g.capacity_bytes).cloned())
-    };
-    let device = placed.as_ref().and_then(|p| target_device(&p.options));
+    let device = placed
+        .as_ref()
+        .and_then(|p| p.options.devices.as_ref()?.smallest().cloned());
     let count = described.len();
     let mut loads = Vec::with_capacity(count);
     let artifacts: Vec<ArtifactVerdict> = described

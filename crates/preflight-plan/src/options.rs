@@ -612,6 +612,12 @@ impl Devices {
         self.groups.iter().map(|g| g.count).sum()
     }
 
+    /// The group with the least memory: every device holds one rank of everything, so it
+    /// decides the fit (and the engine's device-dependent defaults).
+    pub fn smallest(&self) -> Option<&DeviceGroup> {
+        self.groups.iter().min_by_key(|g| g.capacity_bytes)
+    }
+
     /// One kind of device whose count is left to the planner: the smallest that fits.
     pub fn open_count(&self) -> Option<&DeviceGroup> {
         match self.groups.as_slice() {

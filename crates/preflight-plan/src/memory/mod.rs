@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::families::Placement;
 use crate::findings::{Code, Findings};
 use crate::model::{Mixer, Model, Span, StateDtype};
-use crate::options::{DeviceGroup, KvDtype, MemoryEngine, PlanOptions, WeightsDtype};
+use crate::options::{DeviceGroup, Devices, KvDtype, MemoryEngine, PlanOptions, WeightsDtype};
 use crate::verdict::{
     ArtifactMemory, CacheKind, Component, DeviceMemory, EngineInfo, Format, KvCacheGroup, LimitedBy, Memory,
     Parameters, RankMemory,
@@ -850,7 +850,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
     let refused = sizings.iter().any(|s| s.lower_bound);
     let devices = options.devices.as_ref();
     // The smallest device decides (every device holds one rank of everything).
-    let smallest: Option<&DeviceGroup> = devices.and_then(|d| d.groups().iter().min_by_key(|g| g.capacity_bytes));
+    let smallest: Option<&DeviceGroup> = devices.and_then(Devices::smallest);
     let target = Target {
         engine,
         options,

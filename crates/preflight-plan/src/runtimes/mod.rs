@@ -193,6 +193,17 @@ struct Outcome {
     devices: Vec<(String, Judgement)>,
 }
 
+impl Outcome {
+    /// The general verdict settles it: no hybrid question, no device to judge.
+    fn settled(general: Judgement) -> Outcome {
+        Outcome {
+            general,
+            hybrid: None,
+            devices: Vec::new(),
+        }
+    }
+}
+
 /// The engine release the verdicts for `engine` are judged against.
 pub fn version(engine: Engine) -> &'static str {
     let engines = &*data::ENGINES;
@@ -318,6 +329,16 @@ fn refused(general: &mut Judgement, engine: &str) {
         Code::RuntimeUnknown,
         "architecture",
         format!("preflight refused the architecture (see the artifact's findings), so it does not say whether {engine} runs it"),
+    );
+}
+
+/// A config without an `architectures` class: engines that dispatch on it cannot load it.
+fn no_class(general: &mut Judgement, engine: &str) {
+    general.set(
+        Support::No,
+        Code::RuntimeArchitectureUnregistered,
+        "architecture",
+        format!("config.json names no `architectures` class, which {engine} dispatches on"),
     );
 }
 

@@ -4,7 +4,7 @@
 //! compute natively is judged by the hardware alone.
 
 use super::data::Engines;
-use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, per_device, refused, sides};
+use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, no_class, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
 use crate::verdict::{Format, Support};
@@ -23,11 +23,6 @@ fn method(planner: &str, weights: Weights) -> &str {
 pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> Outcome {
     let data = &engines.sglang;
     let mut general = Judgement::default();
-    let done = |general| Outcome {
-        general,
-        hybrid: None,
-        devices: Vec::new(),
-    };
     if subject.format == Format::Gguf {
         let gguf = data
             .quantization
@@ -42,20 +37,15 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                 data.version
             ),
         );
-        return done(general);
+        return Outcome::settled(general);
     }
     if subject.model.is_none() {
         refused(&mut general, "SGLang");
-        return done(general);
+        return Outcome::settled(general);
     }
     let Some(class) = subject.class else {
-        general.set(
-            Support::No,
-            Code::RuntimeArchitectureUnregistered,
-            "architecture",
-            "config.json names no `architectures` class, which SGLang dispatches on",
-        );
-        return done(general);
+        no_class(&mut general, "SGLang");
+        return Outcome::settled(general);
     };
     let registered = data.architectures.contains_key(class);
     if !registered {

@@ -21,11 +21,6 @@ fn method(planner: &str, bits: Option<u64>) -> &str {
 pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> Outcome {
     let data = &engines.transformers;
     let mut general = Judgement::default();
-    let done = |general| Outcome {
-        general,
-        hybrid: None,
-        devices: Vec::new(),
-    };
     if subject.format == Format::Gguf {
         general.set(
             Support::Unknown,
@@ -36,11 +31,11 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                 data.version
             ),
         );
-        return done(general);
+        return Outcome::settled(general);
     }
     if subject.model.is_none() {
         refused(&mut general, "transformers");
-        return done(general);
+        return Outcome::settled(general);
     }
     let by_type = subject.model_type.and_then(|t| data.model_types.get(t));
     let by_class = subject.class.and_then(|c| data.class_owner(c));

@@ -3,7 +3,7 @@
 //! attention backends' capability gates. GGUF is not built in.
 
 use super::data::{Engines, KernelPath};
-use super::{Judgement, Outcome, Subject, Weights, cc_text, per_device, refused, sides};
+use super::{Judgement, Outcome, Subject, Weights, cc_text, no_class, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
 use crate::verdict::{Format, Support};
@@ -21,11 +21,6 @@ fn method(subject: &Subject, planner: &str, weights: Weights) -> String {
 pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> Outcome {
     let data = &engines.vllm;
     let mut general = Judgement::default();
-    let done = |general| Outcome {
-        general,
-        hybrid: None,
-        devices: Vec::new(),
-    };
     if subject.format == Format::Gguf {
         general.set(
             Support::No,
@@ -36,20 +31,15 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                 data.version, data.gguf.source, data.gguf.plugin
             ),
         );
-        return done(general);
+        return Outcome::settled(general);
     }
     if subject.model.is_none() {
         refused(&mut general, "vLLM");
-        return done(general);
+        return Outcome::settled(general);
     }
     let Some(class) = subject.class else {
-        general.set(
-            Support::No,
-            Code::RuntimeArchitectureUnregistered,
-            "architecture",
-            "config.json names no `architectures` class, which vLLM dispatches on",
-        );
-        return done(general);
+        no_class(&mut general, "vLLM");
+        return Outcome::settled(general);
     };
     let registered = data.architectures.get(class);
     match registered {
