@@ -262,7 +262,7 @@ pub struct Findings {
 
 impl Findings {
     pub fn push(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) -> &mut Finding {
-        let finding = Finding {
+        self.keep(Finding {
             id: String::new(),
             code,
             severity: code.severity(),
@@ -270,7 +270,27 @@ impl Findings {
             declared: None,
             observed: None,
             detail: detail.into(),
-        };
+        })
+    }
+
+    /// Findings collected apart (checks run on another thread) joined to these exactly as
+    /// if each had been pushed here, in order, after these: the same kept findings, counts
+    /// and summary subjects.
+    pub fn append(&mut self, other: Findings) {
+        for finding in other.kept {
+            self.keep(finding);
+        }
+        for (key, (code, count, subjects)) in other.overflow {
+            *self.per_code.entry(code).or_default() += usize::try_from(count).unwrap_or(usize::MAX);
+            let (_, counted, named) = self.overflow.entry(key).or_insert((code, 0, Vec::new()));
+            *counted = counted.saturating_add(count);
+            let room = NAMED_IN_SUMMARY.saturating_sub(named.len());
+            named.extend(subjects.into_iter().take(room));
+        }
+    }
+
+    fn keep(&mut self, finding: Finding) -> &mut Finding {
+        let code = finding.code;
         let seen = self.per_code.entry(code).or_default();
         *seen += 1;
         if *seen <= KEPT_PER_CODE {
@@ -349,6 +369,33 @@ impl Findings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream of findings: two codes past the cap, a reader's count, one code under it.
+    fn push_part(findings: &mut Findings, from: usize, to: usize) {
+        for i in from..to {
+            findings.push(Code::TensorDuplicate, format!("t{i}"), "twice");
+            if i % 3 == 0 {
+                findings.mismatch(Code::HeaderSizeMismatch, format!("s{i}"), i as u64, 0u64, "size");
+            }
+            if i == 7 {
+                findings.count_more(Code::TensorDuplicate, 1_000);
+                findings.push(Code::ConfigMissing, "config.json", "none");
+            }
+        }
+    }
+
+    #[test]
+    fn appended_findings_are_what_pushing_them_in_order_makes() {
+        for split in [0, 5, 19, 20, 21, 40, 80] {
+            let mut one = Findings::default();
+            push_part(&mut one, 0, 80);
+            let (mut first, mut second) = (Findings::default(), Findings::default());
+            push_part(&mut first, 0, split);
+            push_part(&mut second, split, 80);
+            first.append(second);
+            assert_eq!(first.finish(0), one.finish(0), "split at {split}");
+        }
+    }
 
     #[test]
     fn figures_are_grouped_by_thousands() {

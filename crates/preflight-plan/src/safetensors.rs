@@ -45,24 +45,41 @@ pub fn plan(
     missing: &[String],
     findings: &mut Findings,
 ) -> Planned {
-    let located = header_findings(files, findings);
-    if let Some(index) = index {
-        index_findings(index, files, &located, missing, findings);
-    }
-    let understood = facts.config.as_ref().and_then(|config| {
-        let quant_config = facts.quant_config.as_ref().map(|q| &q.raw);
-        understand(&config.raw, quant_config, findings)
-    });
-    if facts.config.is_none() {
-        findings.push(
-            Code::ConfigMissing,
-            "config.json",
-            "no config.json beside the weights: parameters are counted, the architecture is unknown",
-        );
-    }
+    let tensors: usize = files.iter().map(|f| f.header.tensors.len()).sum();
+    let mut checked = Findings::default();
+    let mut read = Findings::default();
     let mut names = DtypeNames::default();
     let mut shapes = Shapes::default();
-    let records = records(files, &located, understood.as_ref(), &mut names, &mut shapes, findings);
+    // The header and index checks and the classification read the same tensors and share
+    // nothing until the scale check below, so a large checkpoint runs them side by side.
+    let (located, (understood, records, unmatched)) = side_by_side(
+        tensors >= SIDE_BY_SIDE_FROM,
+        || {
+            let located = header_findings(files, &mut checked);
+            if let Some(index) = index {
+                index_findings(index, files, &located, missing, &mut checked);
+            }
+            located
+        },
+        || {
+            let understood = facts.config.as_ref().and_then(|config| {
+                let quant_config = facts.quant_config.as_ref().map(|q| &q.raw);
+                understand(&config.raw, quant_config, &mut read)
+            });
+            if facts.config.is_none() {
+                read.push(
+                    Code::ConfigMissing,
+                    "config.json",
+                    "no config.json beside the weights: parameters are counted, the architecture is unknown",
+                );
+            }
+            let (records, unmatched) = records(files, understood.as_ref(), &mut names, &mut shapes);
+            (understood, records, unmatched)
+        },
+    );
+    findings.append(checked);
+    findings.append(read);
+    orphan_scale_findings(&unmatched, &located, findings);
     tensors::unplaced_findings(&records, &shapes, "of this architecture", findings);
     let mut model = understood.as_ref().map(|u| {
         let mut model = u.normalized.model.clone();
@@ -91,15 +108,57 @@ fn elements_of(shape: &[u64]) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// Tensors past which [`plan`] checks headers and classifies on two threads: below it the
+/// whole plan takes well under a millisecond, less than starting a thread.
+const SIDE_BY_SIDE_FROM: usize = 8_192;
+
+/// `a` and `b`, on two threads when `parallel` (a panic in either is the caller's panic).
+fn side_by_side<A: Send, B>(parallel: bool, a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B) -> (A, B) {
+    if !parallel {
+        return (a(), b());
+    }
+    std::thread::scope(|scope| {
+        let other = scope.spawn(a);
+        let b = b();
+        let a = other.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (a, b)
+    })
+}
+
+/// Scales whose parameter was not the tensor before them, checked against every header's
+/// names: a scale with no parameter anywhere is a layout the loader cannot use.
+fn orphan_scale_findings(unmatched: &[&str], located: &FastMap<&str, &str>, findings: &mut Findings) {
+    let mut scaled = String::new();
+    let orphans: Vec<&str> = unmatched
+        .iter()
+        .copied()
+        .filter(|scale| {
+            let Some((stem, suffix)) = quant::scaled_tensor(scale) else {
+                return false;
+            };
+            scaled.clear();
+            scaled.push_str(stem);
+            scaled.push_str(suffix);
+            !located.contains_key(scaled.as_str())
+        })
+        .collect();
+    group_finding(
+        findings,
+        Code::QuantizationLayoutInvalid,
+        &orphans,
+        "are scales for a tensor that is not there",
+    );
+}
+
 /// Classify every tensor once; each distinct name shape is matched against the family once.
+/// Also returns the scales whose parameter is not the tensor before them in their header
+/// (writers sort names, so that is rare), for [`orphan_scale_findings`].
 fn records<'a>(
     files: &'a [SafetensorsFile],
-    all: &FastMap<&str, &str>,
-    understood: Option<&'a Understood>,
+    understood: Option<&Understood>,
     names: &mut DtypeNames,
     shapes: &mut Shapes,
-    findings: &mut Findings,
-) -> Vec<Record<'a>> {
+) -> (Vec<Record<'a>>, Vec<&'a str>) {
     let classifier = understood.map(|u| Classifier {
         family: u.family,
         model: &u.normalized.model,
@@ -109,13 +168,11 @@ fn records<'a>(
     type Placed = Option<(Component, crate::families::Placement)>;
     let mut params: FastMap<(ShapeId, bool), Placed> = FastMap::default();
     let mut scales: FastMap<(ShapeId, bool), Placed> = FastMap::default();
-    let mut orphan_scales: Vec<&str> = Vec::new();
+    let mut unmatched: Vec<&str> = Vec::new();
     let mut out = Vec::with_capacity(files.iter().map(|f| f.header.tensors.len()).sum());
     // The tensor before this one in its header: writers sort names, so a scale's parameter
     // usually sits right before it and is found without hashing its name.
     let mut previous: Option<&str> = None;
-    // A scale's parameter name, built here rather than allocated per scale.
-    let mut scaled = String::new();
     for tensor in files.iter().flat_map(|f| &f.header.tensors) {
         let elements = elements_of(&tensor.shape);
         let bytes = tensor.data_offsets[1].saturating_sub(tensor.data_offsets[0]);
@@ -129,12 +186,7 @@ fn records<'a>(
                         name.len() == stem.len() + suffix.len() && name.starts_with(stem) && name.ends_with(suffix)
                     };
                     if !previous.is_some_and(is) {
-                        scaled.clear();
-                        scaled.push_str(stem);
-                        scaled.push_str(suffix);
-                        if !all.contains_key(scaled.as_str()) {
-                            orphan_scales.push(&tensor.name);
-                        }
+                        unmatched.push(&tensor.name);
                     }
                 }
                 let owner = match &classifier {
@@ -197,13 +249,7 @@ fn records<'a>(
         });
         previous = Some(&tensor.name);
     }
-    group_finding(
-        findings,
-        Code::QuantizationLayoutInvalid,
-        &orphan_scales,
-        "are scales for a tensor that is not there",
-    );
-    out
+    (out, unmatched)
 }
 
 /// Read the config: a wrapper's `text_config` as the language model and its encoders'

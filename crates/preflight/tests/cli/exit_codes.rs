@@ -88,6 +88,36 @@ fn corrupt_header_is_bad_input_exit_two() {
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
 }
 
+/// Shard headers are read on several threads; which one fails first must not decide the
+/// answer. All shards but the first broken: the error names the first broken one, every time.
+#[test]
+fn of_several_corrupt_shards_the_error_names_the_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = fixtures().join("local/tiny-qwen3-moe-sharded");
+    let dest = dir.path().join("sharded");
+    fs::create_dir_all(&dest).expect("mkdir");
+    let mut shards = Vec::new();
+    for entry in fs::read_dir(&src).expect("dir") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().expect("name").to_str().expect("utf8").to_owned();
+        fs::copy(&path, dest.join(&name)).expect("copy");
+        if name.ends_with(".safetensors") {
+            shards.push(name);
+        }
+    }
+    shards.sort();
+    assert!(shards.len() >= 3, "the fixture has several shards: {shards:?}");
+    for broken in &shards[1..] {
+        fs::write(dest.join(broken), (1u64 << 63).to_le_bytes()).expect("write");
+    }
+    for _ in 0..5 {
+        let out = preflight(&["plan", dest.to_str().expect("utf8")]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&shards[1]), "names {}: {err}", shards[1]);
+    }
+}
+
 #[test]
 fn bad_spec_and_bad_usage_exit_two() {
     assert_eq!(preflight(&["plan", "hf://not a repo"]).status.code(), Some(2));
