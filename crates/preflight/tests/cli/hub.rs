@@ -16,6 +16,9 @@ fn run(hub: &TestHub, home: &std::path::Path, env: &[(&str, &str)], args: &[&str
     crate::support::run_against(hub, home, env, args)
 }
 
+/// The example: 161 shards, so a restage would be unmistakable in the request count.
+const DEEPSEEK: &str = "hf://deepseek-ai/DeepSeek-V3";
+
 #[test]
 fn deepseek_v3_plans_exactly_within_shards_plus_four_requests() {
     let hub = hub();
@@ -143,10 +146,10 @@ fn a_second_plan_with_other_options_costs_one_probe_and_a_pinned_one_nothing() {
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice::<Value>(&out.stdout).expect("json")
     };
-    let first = plan(&["plan", "--json", "hf://Qwen/Qwen3-8B"]);
+    let first = plan(&["plan", "--json", DEEPSEEK]);
     let staged = hub_requests(&hub);
     assert!(staged > 2, "the first plan stages: {staged} requests");
-    let second = plan(&["plan", "--json", "--context", "4096", "hf://Qwen/Qwen3-8B"]);
+    let second = plan(&["plan", "--json", "--context", "8192", DEEPSEEK]);
     assert_eq!(hub_requests(&hub) - staged, 1, "one probe, no staging");
     assert_eq!(second["staging"][0]["requests"], 1);
     assert_eq!(
@@ -159,13 +162,7 @@ fn a_second_plan_with_other_options_costs_one_probe_and_a_pinned_one_nothing() {
         .expect("commit")
         .to_owned();
     let before = hub_requests(&hub);
-    let pinned = plan(&[
-        "plan",
-        "--json",
-        "--sequences",
-        "2",
-        &format!("hf://Qwen/Qwen3-8B@{commit}"),
-    ]);
+    let pinned = plan(&["plan", "--json", "--sequences", "2", &format!("{DEEPSEEK}@{commit}")]);
     assert_eq!(hub_requests(&hub), before, "pinned: not even a probe");
     assert_eq!(
         pinned["artifacts"][0]["source"]["pinned"], true,
@@ -174,7 +171,7 @@ fn a_second_plan_with_other_options_costs_one_probe_and_a_pinned_one_nothing() {
     assert_eq!(pinned["staging"][0]["requests"], 0);
     // --no-cache stages afresh.
     let before = hub_requests(&hub);
-    plan(&["plan", "--json", "--no-cache", "hf://Qwen/Qwen3-8B"]);
+    plan(&["plan", "--json", "--no-cache", DEEPSEEK]);
     assert!(hub_requests(&hub) - before > 2);
 }
 
