@@ -110,6 +110,18 @@ VLLM_KERNEL_PATHS = [
     },
 ]
 
+# Quantization methods vLLM renames by the checkpoint's model_type before it looks them up:
+# a quantization config's `override_quantization_method` claims the checkpoint. The cited
+# line must name the method it resolves to (`--packages` checks it in the wheel).
+VLLM_METHOD_OVERRIDES = [
+    {
+        "declared": "mxfp4",
+        "model_type": "gpt_oss",
+        "resolves_to": "gpt_oss_mxfp4",
+        "source": "vllm/model_executor/layers/quantization/mxfp4.py:144-146 (GptOssMxfp4Config.override_quantization_method)",
+    },
+]
+
 # The native NVFP4 and MXFP4 paths above count FlashInfer as present: the wheel requires it
 # (`--packages` checks its METADATA says so).
 VLLM_DEFAULT_DEPENDENCY = "Requires-Dist: flashinfer-python"
@@ -247,6 +259,7 @@ def vllm(data):
             "source": f"{gguf['load_formats']['source']}; {plugin['source']}",
         },
         "kernel_paths": VLLM_KERNEL_PATHS,
+        "method_overrides": VLLM_METHOD_OVERRIDES,
     }
 
 
@@ -425,7 +438,8 @@ def verify_packages(directory, engines_data):
     # (cited line, what it must say, lines above it that may say it: a converter class's
     # `@ModelBase.register(...)` decorators sit above the `class` line the data cites).
     checks = {
-        "vllm": lambda e: [(a["source"], f'"{name}"', 0) for name, a in e["architectures"].items()],
+        "vllm": lambda e: [(a["source"], f'"{name}"', 0) for name, a in e["architectures"].items()]
+        + [(o["source"], f'"{o["resolves_to"]}"', 0) for o in e["method_overrides"]],
         "sglang": lambda e: [(src, "EntryClass", 0) for src in e["architectures"].values()],
         "llama_cpp": lambda e: [(c["source"], f'"{name}"', 15) for name, c in e["converter"].items()]
         + [(a["source"], f'"{name}"', 0) for name, a in e["architectures"].items()],

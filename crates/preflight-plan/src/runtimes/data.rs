@@ -96,6 +96,16 @@ pub struct Vllm {
     pub sparse_mla: SparseMla,
     pub gguf: Gguf,
     pub kernel_paths: Vec<KernelPath>,
+    pub method_overrides: Vec<MethodOverride>,
+}
+
+/// A quantization method vLLM renames for checkpoints of one `model_type`
+/// (`override_quantization_method`), before it looks the method up.
+#[derive(Deserialize)]
+pub struct MethodOverride {
+    pub declared: String,
+    pub model_type: String,
+    pub resolves_to: String,
 }
 
 #[derive(Deserialize)]

@@ -2,20 +2,22 @@
 //! `get_min_capability()`, the kernel paths for FP8 / NVFP4 / MXFP4 and the sparse-MLA
 //! attention backends' capability gates. GGUF is not built in.
 
-use super::data::{Engines, KernelPath};
+use super::data::{Engines, KernelPath, Vllm};
 use super::{Judgement, Outcome, Subject, Weights, cc_text, no_class, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
 use crate::verdict::{Format, Support};
 
-/// vLLM's name for the checkpoint's quantization method (as `get_quantization_config` and the
-/// ModelOpt override resolve it).
-fn method(subject: &Subject, planner: &str, weights: Weights) -> String {
-    match (planner, weights) {
-        ("modelopt", Weights::Nvfp4) => "modelopt_fp4".into(),
-        ("mxfp4", _) if subject.model_type == Some("gpt_oss") => "gpt_oss_mxfp4".into(),
-        (other, _) => other.into(),
+/// vLLM's name for the checkpoint's quantization method: ModelOpt's NVFP4 is its own method,
+/// and the data's overrides rename a method for one `model_type`.
+fn method(data: &Vllm, subject: &Subject, planner: &str, weights: Weights) -> String {
+    if (planner, weights) == ("modelopt", Weights::Nvfp4) {
+        return "modelopt_fp4".into();
     }
+    data.method_overrides
+        .iter()
+        .find(|o| o.declared == planner && subject.model_type == Some(o.model_type.as_str()))
+        .map_or_else(|| planner.into(), |o| o.resolves_to.clone())
 }
 
 pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> Outcome {
@@ -98,7 +100,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
         }
     }
     let quant = subject.quant();
-    let vllm_method = quant.map(|q| method(subject, q.method, q.weights));
+    let vllm_method = quant.map(|q| method(data, subject, q.method, q.weights));
     let min_capability = match (&quant, &vllm_method) {
         (Some(_), Some(name)) => match data.quantization.get(name) {
             Some(m) => m.min_capability.map(|cc| (cc, name.clone(), m.source.clone())),
