@@ -128,29 +128,41 @@ pub enum HeaderIssue {
     /// `count` more issues of kind `of`, past the ones listed one by one
     /// ([`crate::issues::KEPT_PER_KIND`]).
     Repeated {
-        of: String,
+        of: IssueKind,
         count: u64,
     },
 }
 
+/// The kinds of [`HeaderIssue`], by the names its `kind` tag uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueKind {
+    UnknownType,
+    BlockMismatch,
+    OffsetsInvalid,
+    DuplicateTensor,
+    ShapeOverflow,
+    BeyondFile,
+    Repeated,
+}
+
 impl crate::issues::Issue for HeaderIssue {
-    fn kind(&self) -> &'static str {
+    type Kind = IssueKind;
+
+    fn kind(&self) -> IssueKind {
         match self {
-            HeaderIssue::UnknownType { .. } => "unknown_type",
-            HeaderIssue::BlockMismatch { .. } => "block_mismatch",
-            HeaderIssue::OffsetsInvalid { .. } => "offsets_invalid",
-            HeaderIssue::DuplicateTensor { .. } => "duplicate_tensor",
-            HeaderIssue::ShapeOverflow { .. } => "shape_overflow",
-            HeaderIssue::BeyondFile { .. } => "beyond_file",
-            HeaderIssue::Repeated { .. } => "repeated",
+            HeaderIssue::UnknownType { .. } => IssueKind::UnknownType,
+            HeaderIssue::BlockMismatch { .. } => IssueKind::BlockMismatch,
+            HeaderIssue::OffsetsInvalid { .. } => IssueKind::OffsetsInvalid,
+            HeaderIssue::DuplicateTensor { .. } => IssueKind::DuplicateTensor,
+            HeaderIssue::ShapeOverflow { .. } => IssueKind::ShapeOverflow,
+            HeaderIssue::BeyondFile { .. } => IssueKind::BeyondFile,
+            HeaderIssue::Repeated { .. } => IssueKind::Repeated,
         }
     }
 
-    fn repeated(of: &'static str, count: u64) -> Self {
-        HeaderIssue::Repeated {
-            of: of.to_owned(),
-            count,
-        }
+    fn repeated(of: IssueKind, count: u64) -> Self {
+        HeaderIssue::Repeated { of, count }
     }
 }
 

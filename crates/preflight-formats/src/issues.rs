@@ -10,17 +10,19 @@ pub const KEPT_PER_KIND: usize = 64;
 /// An issue type the log can bound: each issue names its kind, and a count of more issues
 /// of a kind is itself an issue.
 pub trait Issue: Sized {
-    fn kind(&self) -> &'static str;
-    fn repeated(of: &'static str, count: u64) -> Self;
+    /// The issue's kind as a type, so a reader of `Repeated` matches every kind exhaustively.
+    type Kind: Copy + Ord;
+    fn kind(&self) -> Self::Kind;
+    fn repeated(of: Self::Kind, count: u64) -> Self;
 }
 
 #[derive(Debug)]
-pub struct IssueLog<I> {
+pub struct IssueLog<I: Issue> {
     kept: Vec<I>,
-    seen: BTreeMap<&'static str, u64>,
+    seen: BTreeMap<I::Kind, u64>,
 }
 
-impl<I> Default for IssueLog<I> {
+impl<I: Issue> Default for IssueLog<I> {
     fn default() -> Self {
         Self {
             kept: Vec::new(),
@@ -62,6 +64,7 @@ mod tests {
     }
 
     impl Issue for Toy {
+        type Kind = &'static str;
         fn kind(&self) -> &'static str {
             match self {
                 Toy::A(_) => "a",

@@ -110,30 +110,43 @@ pub enum HeaderIssue {
     /// `count` more issues of kind `of`, past the ones listed one by one
     /// ([`crate::issues::KEPT_PER_KIND`]).
     Repeated {
-        of: String,
+        of: IssueKind,
         count: u64,
     },
 }
 
+/// The kinds of [`HeaderIssue`], by the names its `kind` tag uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueKind {
+    UnknownDtype,
+    DuplicateTensor,
+    OffsetsInvalid,
+    SizeMismatch,
+    ShapeOverflow,
+    BeyondFile,
+    TrailingBytes,
+    Repeated,
+}
+
 impl crate::issues::Issue for HeaderIssue {
-    fn kind(&self) -> &'static str {
+    type Kind = IssueKind;
+
+    fn kind(&self) -> IssueKind {
         match self {
-            HeaderIssue::UnknownDtype { .. } => "unknown_dtype",
-            HeaderIssue::DuplicateTensor { .. } => "duplicate_tensor",
-            HeaderIssue::OffsetsInvalid { .. } => "offsets_invalid",
-            HeaderIssue::SizeMismatch { .. } => "size_mismatch",
-            HeaderIssue::ShapeOverflow { .. } => "shape_overflow",
-            HeaderIssue::BeyondFile { .. } => "beyond_file",
-            HeaderIssue::TrailingBytes { .. } => "trailing_bytes",
-            HeaderIssue::Repeated { .. } => "repeated",
+            HeaderIssue::UnknownDtype { .. } => IssueKind::UnknownDtype,
+            HeaderIssue::DuplicateTensor { .. } => IssueKind::DuplicateTensor,
+            HeaderIssue::OffsetsInvalid { .. } => IssueKind::OffsetsInvalid,
+            HeaderIssue::SizeMismatch { .. } => IssueKind::SizeMismatch,
+            HeaderIssue::ShapeOverflow { .. } => IssueKind::ShapeOverflow,
+            HeaderIssue::BeyondFile { .. } => IssueKind::BeyondFile,
+            HeaderIssue::TrailingBytes { .. } => IssueKind::TrailingBytes,
+            HeaderIssue::Repeated { .. } => IssueKind::Repeated,
         }
     }
 
-    fn repeated(of: &'static str, count: u64) -> Self {
-        HeaderIssue::Repeated {
-            of: of.to_owned(),
-            count,
-        }
+    fn repeated(of: IssueKind, count: u64) -> Self {
+        HeaderIssue::Repeated { of, count }
     }
 }
 

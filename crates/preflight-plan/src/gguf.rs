@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use preflight_formats::facts::GgufFile;
-use preflight_formats::gguf::{self, HeaderIssue, Value};
+use preflight_formats::gguf::{self, HeaderIssue, IssueKind, Value};
 
 use crate::config::{Grade, MAX_LAYERS};
 use crate::families::{self, Placement, llama_cpp, pattern_matches};
@@ -317,14 +317,13 @@ fn issue_findings(part: &GgufFile, findings: &mut Findings) {
         let subject = |t: &str| format!("{}:{t}", part.name);
         match issue {
             HeaderIssue::Repeated { of, count } => {
-                let code = match of.as_str() {
-                    "unknown_type" => Code::DtypeUnknown,
-                    "block_mismatch" => Code::GgufBlockMismatch,
-                    "offsets_invalid" => Code::HeaderOffsetsInvalid,
-                    "duplicate_tensor" => Code::TensorDuplicate,
-                    "beyond_file" => Code::HeaderBeyondFile,
-                    // shape_overflow, and any kind a later reader adds.
-                    _ => Code::HeaderSizeMismatch,
+                let code = match of {
+                    IssueKind::UnknownType => Code::DtypeUnknown,
+                    IssueKind::BlockMismatch => Code::GgufBlockMismatch,
+                    IssueKind::OffsetsInvalid => Code::HeaderOffsetsInvalid,
+                    IssueKind::DuplicateTensor => Code::TensorDuplicate,
+                    IssueKind::BeyondFile => Code::HeaderBeyondFile,
+                    IssueKind::ShapeOverflow | IssueKind::Repeated => Code::HeaderSizeMismatch,
                 };
                 findings.count_more(code, *count);
             }

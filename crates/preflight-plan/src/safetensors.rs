@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use preflight_formats::facts::{ArtifactFacts, SafetensorsFile};
 use preflight_formats::index::Index;
-use preflight_formats::safetensors::HeaderIssue;
+use preflight_formats::safetensors::{HeaderIssue, IssueKind};
 use serde_json::{Map, Value};
 
 use crate::config::{ConfigReader, Grade};
@@ -339,16 +339,15 @@ fn grade_wrapper(raw: &Map<String, Value>, wrapper: Option<&Wrapper>, findings: 
     }
 }
 
-/// The finding code for a header issue kind (as the reader names it in `Repeated`).
-fn issue_code(kind: &str) -> Code {
+/// The finding code for a header issue kind (as the reader counts them in `Repeated`).
+fn issue_code(kind: IssueKind) -> Code {
     match kind {
-        "unknown_dtype" => Code::DtypeUnknown,
-        "duplicate_tensor" => Code::TensorDuplicate,
-        "offsets_invalid" => Code::HeaderOffsetsInvalid,
-        "beyond_file" | "trailing_bytes" => Code::HeaderBeyondFile,
-        // size_mismatch, shape_overflow, and any kind a later reader adds: the data is not
-        // what the header says.
-        _ => Code::HeaderSizeMismatch,
+        IssueKind::UnknownDtype => Code::DtypeUnknown,
+        IssueKind::DuplicateTensor => Code::TensorDuplicate,
+        IssueKind::OffsetsInvalid => Code::HeaderOffsetsInvalid,
+        IssueKind::BeyondFile | IssueKind::TrailingBytes => Code::HeaderBeyondFile,
+        // The data is not what the header says.
+        IssueKind::SizeMismatch | IssueKind::ShapeOverflow | IssueKind::Repeated => Code::HeaderSizeMismatch,
     }
 }
 
@@ -361,7 +360,7 @@ fn header_findings<'a>(files: &'a [SafetensorsFile], findings: &mut Findings) ->
         for issue in &file.header.issues {
             let (code, subject, detail) = match issue {
                 HeaderIssue::Repeated { of, count } => {
-                    findings.count_more(issue_code(of), *count);
+                    findings.count_more(issue_code(*of), *count);
                     continue;
                 }
                 HeaderIssue::UnknownDtype { tensor, dtype } => (
