@@ -225,6 +225,22 @@ fn modelopt_nvfp4_counts_two_values_a_byte() {
     assert_exact(&v, "modelopt", "NVFP4");
 }
 
+/// Later ModelOpt exports declare the same record in config.json's `quantization_config`
+/// (`quant_method: modelopt`), with no hf_quant_config.json beside it.
+#[test]
+fn modelopt_nvfp4_declared_in_config_json() {
+    let q = json!({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "producer": {"name": "modelopt", "version": "0.37.0"}, "ignore": ["lm_head"]});
+    let v = plan_scheme(Some(q), None, |stem, rows, cols| {
+        vec![
+            spec(format!("{stem}.weight"), "U8", vec![rows, cols / 2]),
+            spec(format!("{stem}.weight_scale"), "F8_E4M3", vec![rows, cols / 16]),
+            spec(format!("{stem}.weight_scale_2"), "F32", vec![]),
+            spec(format!("{stem}.input_scale"), "F32", vec![]),
+        ]
+    });
+    assert_exact(&v, "modelopt", "NVFP4");
+}
+
 #[test]
 fn an_unknown_modelopt_algorithm_is_refused() {
     let record = json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "W9A9"}});
