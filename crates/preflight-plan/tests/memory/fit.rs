@@ -207,3 +207,29 @@ fn llama_3_1_70b_does_not_fit_two_h100s_at_32k() {
     let m = open.memory.expect("memory");
     assert_eq!((m.per_device.len(), m.fits), (4, Some(true)));
 }
+
+/// `max_context_limited_by` says which limit the longest context hit: the model's own maximum
+/// (Qwen3-0.6B's 40,960 tokens on an H100, with memory to spare) or the device's memory
+/// (Llama-3.1-8B's 131,072 tokens at 8 sequences on an L4, where one more token does not fit).
+#[test]
+fn the_longest_context_says_whether_the_model_or_the_memory_limits_it() {
+    use preflight_plan::verdict::LimitedBy;
+    let roomy = system_of(&["Qwen/Qwen3-0.6B"], r#"{"devices": "h100-80gb:1"}"#);
+    assert_eq!(
+        roomy.max_context_that_fits,
+        Some(40_960),
+        "Qwen3-0.6B's max_position_embeddings"
+    );
+    assert_eq!(roomy.max_context_limited_by, Some(LimitedBy::Model));
+
+    let tight = r#"{"devices": "l4:1", "sequences": 8}"#;
+    let short = system_of(&["meta-llama/Llama-3.1-8B"], tight);
+    let longest = short.max_context_that_fits.expect("a longest context");
+    assert!(longest > 0 && longest < 131_072, "memory stops it first: {longest}");
+    assert_eq!(short.max_context_limited_by, Some(LimitedBy::Memory));
+    let at = |context: u64| {
+        let json = format!(r#"{{"devices": "l4:1", "sequences": 8, "context": {context}}}"#);
+        system_of(&["meta-llama/Llama-3.1-8B"], &json).fits
+    };
+    assert_eq!((at(longest), at(longest + 1)), (Some(true), Some(false)));
+}

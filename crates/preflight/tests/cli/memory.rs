@@ -266,6 +266,46 @@ fn compare_plans_each_value_side_by_side() {
 }
 
 #[test]
+fn compare_kv_dtype_doubles_the_tokens_a_pool_holds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = [
+        "--json",
+        "--devices",
+        "h100-80gb:1",
+        "--context",
+        "32k",
+        "--compare",
+        "kv-dtype=bf16,fp8",
+    ];
+    let out = llama_8b(&dir, &args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["compare"]["option"], "kv_dtype");
+    let rows = v["compare"]["rows"].as_array().expect("rows");
+    let memory = |i: usize, key: &str| rows[i]["memory"][key].as_u64().expect(key);
+    // The KV dtype leaves the budget alone: the same pool, each token in half the bytes.
+    assert_eq!(memory(0, "kv_pool_bytes"), memory(1, "kv_pool_bytes"));
+    let (bf16, fp8) = (memory(0, "kv_pool_tokens"), memory(1, "kv_pool_tokens"));
+    assert!(fp8.abs_diff(2 * bf16) <= 32, "whole pages of 16 tokens: {bf16} → {fp8}");
+}
+
+#[test]
+fn a_plan_on_devices_prints_its_throughput_bounds_as_bounds() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = llama_8b(&dir, &["--devices", "h100-80gb:1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("BOUNDS"))
+        .unwrap_or_else(|| panic!("no bounds line: {text}"));
+    assert!(
+        line.contains("upper bounds, not predictions") && line.contains("decode") && line.contains("prefill"),
+        "{line}"
+    );
+}
+
+#[test]
 fn llama_3_1_70b_on_two_h100s_at_32k_does_not_fit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = materialize("meta-llama/Llama-3.1-70B", dir.path());
