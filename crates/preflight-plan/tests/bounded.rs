@@ -1,6 +1,6 @@
 //! Hostile headers cannot grow a verdict without bound: a million bad tensors yield a bounded
 //! number of findings (the rest counted), whatever the format. The figures here are sizes of
-//! the verdict document — deterministic — not timings; `scripts/hostile_sizes.sh` measures
+//! the verdict document — deterministic — not timings; `scripts/hostile_sizes.py` measures
 //! peak memory.
 
 use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SourceRef, StagingStats};

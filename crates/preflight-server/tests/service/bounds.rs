@@ -149,3 +149,29 @@ async fn header_bytes_past_the_per_plan_cap_are_413_and_nothing_is_stored() {
     );
     assert_eq!(s.counts().plans, 0);
 }
+
+/// `devices` may be a JSON list as well as the CLI's string: the same plan under the same
+/// cache key, so the list form of a request the string form made is a hit.
+#[tokio::test]
+async fn devices_may_be_a_json_list() {
+    let s = server(&[]).await;
+    let source = "hf://Qwen/Qwen3-0.6B";
+    let (status, _, listed) = s
+        .plan_with(
+            json!({ "sources": [source], "options": { "devices": ["h100-80gb:2", "l4:1"] } }),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["memory"]["per_device"].as_array().map(Vec::len), Some(3));
+    assert_eq!(listed["serving"]["cached"], false);
+    let (status, _, joined) = s
+        .plan_with(
+            json!({ "sources": [source], "options": { "devices": "h100-80gb:2,l4:1" } }),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{joined}");
+    assert_eq!(joined["serving"]["cached"], true, "one canonical form, one key");
+    assert_eq!(joined["memory"], listed["memory"]);
+}

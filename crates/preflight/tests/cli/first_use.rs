@@ -124,6 +124,24 @@ fn context_takes_32k_and_devices_h100_asks_which_one() {
     assert!(hub.requests().len() <= 4, "only the first plan reached the Hub");
 }
 
+/// A device's "GB" is read as GiB everywhere, as vendors and the catalogue mean it: `24GB`,
+/// `24GiB` and the catalogue's 24 GB L4 are one capacity.
+#[test]
+fn a_capacity_in_gb_is_the_same_gib_as_the_catalogues() {
+    let capacity = |devices: &str| {
+        let out = crate::support::preflight(&["plan", "--json", &local("tiny-llama"), "--devices", devices]);
+        assert_eq!(out.status.code(), Some(0), "{devices}: {}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        v["memory"]["per_device"][0]["capacity_bytes"]
+            .as_u64()
+            .expect("capacity")
+    };
+    let gib24 = 24 * (1u64 << 30);
+    assert_eq!(capacity("24GB"), gib24);
+    assert_eq!(capacity("24GiB"), gib24);
+    assert_eq!(capacity("l4:1"), gib24, "the catalogue's L4 is \"24GB\" too");
+}
+
 #[test]
 fn a_repo_id_without_hf_asks_did_you_mean_and_a_pasted_hub_url_plans() {
     let hub = hub();

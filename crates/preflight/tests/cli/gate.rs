@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use preflight_testhub::{Fault, TestHub};
 
-use crate::support::serve;
+use crate::support::{serve, serve_logging};
 
 /// Added to every fixture Hub request: a hit costs one probe (0.2 s), a hit after staging
 /// costs several sequential reads on top (≥ 0.8 s) — either side of the 0.5 s ceiling.
@@ -37,6 +37,32 @@ fn the_gate_passes_on_a_server_that_looks_up_before_work() {
     ] {
         assert!(text.contains(check), "missing {check:?} in\n{text}");
     }
+    assert!(
+        text.contains("admissible=true"),
+        "the plan line names the answer: {text}"
+    );
+    assert!(
+        !text.contains("Some("),
+        "no Rust debug text in the gate's report: {text}"
+    );
+}
+
+/// A service's log in a file (not a terminal) is plain text: no colour escape codes.
+#[test]
+fn the_service_logs_no_escape_codes_off_a_terminal() {
+    let hub = TestHub::builder().start_blocking().expect("hub");
+    let data = tempfile::tempdir().expect("tempdir");
+    let log_path = data.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).expect("log file");
+    let (server, url) = serve_logging(&hub, data.path(), &[], "info", log.into());
+    assert_eq!(gate(&url).status.code(), Some(0));
+    drop(server);
+    let text = std::fs::read_to_string(&log_path).expect("log");
+    assert!(
+        text.contains("INFO"),
+        "the service logged at info (a level a terminal colours): {text}"
+    );
+    assert!(!text.contains('\u{1b}'), "escape codes in a log file: {text:?}");
 }
 
 #[test]

@@ -132,6 +132,17 @@ impl Drop for Serve {
 
 /// Start `preflight serve` on a free port against `hub`; returns the process and its base URL.
 pub fn serve(hub: &preflight_testhub::TestHub, data: &Path, extra: &[&str]) -> (Serve, String) {
+    serve_logging(hub, data, extra, "warn", std::process::Stdio::null())
+}
+
+/// [`serve`] logging at `level` into `stderr`.
+pub fn serve_logging(
+    hub: &preflight_testhub::TestHub,
+    data: &Path,
+    extra: &[&str],
+    level: &str,
+    stderr: std::process::Stdio,
+) -> (Serve, String) {
     use std::io::{BufRead, BufReader};
     let mut child = Command::new(env!("CARGO_BIN_EXE_preflight"))
         .args([
@@ -146,9 +157,9 @@ pub fn serve(hub: &preflight_testhub::TestHub, data: &Path, extra: &[&str]) -> (
         ])
         .arg(data)
         .args(extra)
-        .env("PREFLIGHT_LOG", "warn")
+        .env("PREFLIGHT_LOG", level)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("start preflight serve");
     let stdout = child.stdout.take().expect("stdout");
