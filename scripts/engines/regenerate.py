@@ -19,11 +19,12 @@ starts from its output, and checks every hand-read kernel gate below against the
 source text, so a new release whose code moved fails here instead of silently changing a
 verdict.
 
-    python3 scripts/engines/regenerate.py --shared /work/shared            # write
-    python3 scripts/engines/regenerate.py --shared /work/shared --check    # compare only
+    # DIR holds engines/ and oracles/ (the extractions beside the clone: ../shared in CI)
+    python3 scripts/engines/regenerate.py --shared DIR            # write
+    python3 scripts/engines/regenerate.py --shared DIR --check    # compare only
     # and against the released archives themselves (sha256 + every cited registry line):
     pip download --no-deps transformers==5.24.0 ... -d pkgs
-    python3 scripts/engines/regenerate.py --shared /work/shared --check --packages pkgs
+    python3 scripts/engines/regenerate.py --shared DIR --check --packages pkgs
 
 Output is deterministic (sorted keys, fixed indentation): a rerun reproduces the committed
 files byte for byte.

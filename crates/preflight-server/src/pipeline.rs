@@ -151,7 +151,7 @@ fn facts_weight(facts: &ArtifactFacts) -> u32 {
 /// Staged facts by what they are (a commit's, read with a token or without): a memory tier
 /// in front of checksummed files, and Redis when replicas share one (tagged like verdicts),
 /// so another option set for the same commit — on any replica — plans without staging
-/// (SPEC §5, design.md §5).
+/// (docs/design.md §5).
 pub struct FactsTier {
     memory: moka::sync::Cache<String, Arc<ArtifactFacts>>,
     disk: Option<FactsCache>,

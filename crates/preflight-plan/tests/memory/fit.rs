@@ -181,7 +181,7 @@ fn an_open_count_the_model_never_fits_says_so() {
     assert!(finding.detail.contains("no count of"), "{}", finding.detail);
 }
 
-/// DECISIONS' Llama-3.1-70B example: on two H100s at 32k, vLLM's own accounting leaves no room
+/// The engine-memory issue's Llama-3.1-70B example (docs/memory.md): on two H100s at 32k, vLLM's own accounting leaves no room
 /// (65.7 GiB of weights a rank, the profile run's activations and NCCL buffers, against
 /// 0.9 × 80 GiB), so it does not fit; with no count, the smallest count that does is 4.
 #[test]

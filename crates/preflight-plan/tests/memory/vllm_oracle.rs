@@ -11,7 +11,7 @@ use crate::support::{GIB, fixtures, plan_with};
 /// Records whose model has the same tensors as a bundled fixture under another name.
 const SAME_TENSORS: &[(&str, &str)] = &[("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B")];
 
-/// The engine version whose accounting is modelled (DECISIONS: vLLM 0.19.0).
+/// The engine version whose accounting is modelled (vLLM 0.19.0, the version the startup logs cover: docs/memory.md).
 const MODELLED: &str = "0.19.0";
 
 const WEIGHTS_TOLERANCE: f64 = 0.01;
