@@ -26,7 +26,7 @@ const WANTED_DESCRIPTORS: u64 = 65_536;
 /// Descriptors this process keeps for itself (health probes, the runtime, stdio).
 const OWN_DESCRIPTORS: u64 = 256;
 /// A health probe with no full answer within this counts as a failure.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Time between health probes.
 const PROBE_EVERY: Duration = Duration::from_millis(200);
 /// The server's header timeout in this run: a dripping connection is closed after it.
