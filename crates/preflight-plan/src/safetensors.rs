@@ -303,7 +303,8 @@ fn understand(
         Some(q) => Some(quant::recognise(&q, findings)?),
         None => None,
     };
-    let mut reader = ConfigReader::new(map, prefix, findings);
+    let defaulted = family.with_defaults(model_type, map);
+    let mut reader = ConfigReader::new(defaulted.as_ref().unwrap_or(map), prefix, findings);
     reader.grade_keys(&[family.keys, family.more_keys].concat(), &[]);
     let mut normalized = (family.normalize)(model_type, &mut reader)?;
     if !prefix.is_empty()

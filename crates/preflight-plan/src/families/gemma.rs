@@ -78,6 +78,23 @@ pub static FAMILY: Family = Family {
             llama_cpp::read_decoder(model_type, FAMILY.name, kv, pattern)
         },
     }),
+    defaults: &[
+        // transformers 5.24 `models/gemma3/configuration_gemma3.py` `Gemma3TextConfig` l.73-81, 93.
+        ConfigDefaults {
+            model_type: "gemma3_text",
+            values: &[
+                ("vocab_size", 262_208),
+                ("hidden_size", 2304),
+                ("intermediate_size", 9216),
+                ("num_hidden_layers", 26),
+                ("num_attention_heads", 8),
+                ("num_key_value_heads", 4),
+                ("head_dim", 256),
+                ("max_position_embeddings", 131_072),
+                ("sliding_window", 4096),
+            ],
+        },
+    ],
     ..Family::BASE
 };
 

@@ -24,6 +24,7 @@ use crate::gguf::GgufReader;
 use crate::model::{Mixer, Model, Span, StateDtype};
 pub use crate::verdict::Component;
 use crate::verdict::Moe;
+use serde_json::{Map, Value};
 
 /// A tensor-name pattern and the component it belongs to. In a pattern, `N` stands for any
 /// layer or expert index and `{a,b}` for alternatives; it is matched against the tensor's
@@ -116,6 +117,37 @@ pub struct Family {
     pub normalize: fn(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized>,
     pub wrappers: &'static [Wrapper],
     pub gguf: Option<Gguf>,
+    /// Values the reference config class takes for keys a config.json leaves out, by
+    /// `model_type`: read as if written (google/gemma-3-4b-it's `text_config` names neither
+    /// its heads nor its vocabulary). A key no class defaults stays required.
+    pub defaults: &'static [ConfigDefaults],
+}
+
+/// A config class's defaults for the shape-deciding keys (see [`Family::defaults`]).
+pub struct ConfigDefaults {
+    pub model_type: &'static str,
+    pub values: &'static [(&'static str, u64)],
+}
+
+impl Family {
+    /// `map` with this family's defaults for `model_type` filled in where a key is absent;
+    /// `None` when nothing is missing (the config is read as it is).
+    pub fn with_defaults(&self, model_type: &str, map: &Map<String, Value>) -> Option<Map<String, Value>> {
+        let defaults = self.defaults.iter().find(|d| d.model_type == model_type)?;
+        let absent: Vec<_> = defaults
+            .values
+            .iter()
+            .filter(|(key, _)| !map.contains_key(*key))
+            .collect();
+        if absent.is_empty() {
+            return None;
+        }
+        let mut filled = map.clone();
+        for (key, value) in absent {
+            filled.insert((*key).to_owned(), (*value).into());
+        }
+        Some(filled)
+    }
 }
 
 impl Family {
@@ -133,6 +165,7 @@ impl Family {
         normalize: |_, _| None,
         wrappers: &[],
         gguf: None,
+        defaults: &[],
     };
 }
 
