@@ -255,8 +255,13 @@ pub fn prepare(
         finding.declared = Some(model.context.into());
         finding.observed = Some(context.into());
     }
-    let weights = weights_bytes(inputs.layout, options, 1, 0);
-    let rank_weights = kv_projection_excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess));
+    let padding = |tp| match engine {
+        MemoryEngine::Vllm => vllm::mxfp4_expert_padding(model, options, tp),
+        MemoryEngine::Sglang | MemoryEngine::LlamaCpp => None,
+    };
+    let weights = weights_bytes(inputs.layout, options, 1, 0, padding(1));
+    let rank_weights =
+        kv_projection_excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess, padding(tp)));
     Some(Sizing {
         context,
         max_context: model.context,
@@ -555,14 +560,25 @@ fn model_dtype(arch: &Model, format: Format, parameters: &Parameters) -> Option<
 
 /// Weight bytes one of `tp` ranks holds (`tp` 1: the whole model): replicated parts whole,
 /// sharded parts split, plus `kv_projection_excess` parameters of K/V projections that
-/// ranks duplicate when there are fewer KV heads than ranks.
-fn weights_bytes(layout: &WeightsLayout, options: &PlanOptions, tp: u64, kv_projection_excess: u64) -> u64 {
+/// ranks duplicate when there are fewer KV heads than ranks. `expert_padding` (allocated,
+/// stored) scales the routed experts where the engine allocates them padded.
+fn weights_bytes(
+    layout: &WeightsLayout,
+    options: &PlanOptions,
+    tp: u64,
+    kv_projection_excess: u64,
+    expert_padding: Option<(u64, u64)>,
+) -> u64 {
     let mut total = layout.unplaced_bytes;
     for ((component, placement), share) in &layout.parts {
         if *component == Component::Mtp && !options.include_mtp {
             continue;
         }
-        let bytes = part_bytes(*component, *share, options.weights_dtype);
+        let mut bytes = part_bytes(*component, *share, options.weights_dtype);
+        if let (Component::Experts, Some((allocated, stored))) = (component, expert_padding) {
+            let padded = u128::from(bytes) * u128::from(allocated) / u128::from(stored);
+            bytes = u64::try_from(padded).unwrap_or(u64::MAX);
+        }
         let held = match placement {
             Placement::Replicated => bytes,
             Placement::Sharded => bytes.div_ceil(tp),

@@ -4,11 +4,45 @@
 //! the KV pool, cut into pages of `block_size` tokens and shared by the layers' cache groups.
 
 use super::{LayerCache, Shape};
+use crate::model::Model;
 use crate::options::PlanOptions;
 use crate::verdict::CacheKind;
 
 /// The version every term here follows.
 pub const VERSION: &str = "0.19.0";
+
+/// MXFP4 MoE experts as vLLM allocates them: at the chosen kernel's tile sizes
+/// (`fused_moe/oracle/mxfp4.py:376-400` `mxfp4_round_up_hidden_size_and_intermediate_size`),
+/// the kernel being the first of `select_mxfp4_moe_backend`'s priorities (l.169-185) the
+/// default install runs: FlashInfer TRT-LLM on 10.x pads hidden and intermediate to 256,
+/// FlashInfer CUTLASS on exactly 9.0 both to 128, Marlin (everything else from 7.5) the
+/// intermediate to 128 and the hidden size to 256. The intermediate is a rank's share.
+/// Returns one expert's (allocated, stored) matrix area; `None` where nothing is padded or
+/// no named device says which kernel runs. Several device kinds: the largest padding.
+pub fn mxfp4_expert_padding(model: &Model, options: &PlanOptions, tp: u64) -> Option<(u64, u64)> {
+    if options.weights_dtype.is_some() || model.quantization.as_ref()?.method != "mxfp4" {
+        return None;
+    }
+    let width = model.moe.as_ref()?.expert_intermediate_size?;
+    let (hidden, intermediate) = (model.hidden, width / tp.max(1));
+    let stored = hidden.checked_mul(intermediate)?;
+    let padded = options
+        .devices
+        .as_ref()?
+        .groups()
+        .iter()
+        .filter_map(|g| g.device()?.compute_capability)
+        .map(|cc| {
+            let (hidden_tile, intermediate_tile) = match cc {
+                100..=109 => (256, 256),
+                90 => (128, 128),
+                _ => (256, 128),
+            };
+            hidden.next_multiple_of(hidden_tile) * intermediate.next_multiple_of(intermediate_tile)
+        })
+        .max()?;
+    (padded > stored).then_some((padded, stored))
+}
 
 const GIB: u64 = 1 << 30;
 
