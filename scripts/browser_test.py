@@ -458,6 +458,7 @@ class Suite:
         check(p.js((cell % "llama_cpp") + ".dataset.supported") == "no", "llama.cpp does not load safetensors")
         check("runtime.format_unsupported" in (p.js((cell % "llama_cpp") + ".querySelector('.badge').title") or ""), "the reason is on hover")
         check(p.text("#decode-bound").startswith("≤ ") and "tokens/s" in p.text("#decode-bound"), f"decode bound: {p.text('#decode-bound')!r}")
+        check(p.text("#prefill-bound").startswith("≤ ") and "tokens/s" in p.text("#prefill-bound"), f"prefill bound: {p.text('#prefill-bound')!r}")
         check("Upper bounds, not predictions" in p.text("#memory"), "bounds are labelled as bounds")
         # Keyboard users land on the verdict; the live region says it in one line.
         check(p.js("document.activeElement && document.activeElement.id") == "verdict-heading", "focus moves to the verdict")
