@@ -82,14 +82,15 @@ fn attention_flops(model: &Model, context: u64) -> f64 {
                     Span::Full => half,
                     Span::Sliding(w) | Span::Chunked(w) => half.min(w as f64),
                 };
-                2.0 * heads * (head_dim + v_head_dim) as f64 * keys
+                // In f64: a hostile config's widths may not sum in 64 bits.
+                2.0 * heads * (head_dim as f64 + v_head_dim as f64) * keys
             }
             // Absorbed MLA, as engines decode it: scores over latent + rope, values over the latent.
             Mixer::Mla {
                 kv_lora_rank,
                 rope_dim,
                 indexer_head_dim: None,
-            } => 2.0 * heads * (2 * kv_lora_rank + rope_dim) as f64 * half,
+            } => 2.0 * heads * (2.0 * kv_lora_rank as f64 + rope_dim as f64) * half,
             _ => 0.0,
         })
         .sum()

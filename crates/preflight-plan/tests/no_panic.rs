@@ -246,3 +246,50 @@ proptest! {
         }
     }
 }
+
+/// The config with one key set to `value`, from the real Llama-3.1-8B config.
+fn llama_with(key: &str, value: Value) -> Map<String, Value> {
+    let mut map = real_configs()
+        .into_iter()
+        .find(|c| c["model_type"] == "llama" && c["num_hidden_layers"] == 32)
+        .expect("the Llama-3.1-8B config");
+    map.insert(key.into(), value);
+    map
+}
+
+/// Found by `memory_planning_never_panics`: a `head_dim` of 2^63 overflowed the prefill
+/// bound's attention FLOPs (`head_dim + v_head_dim` in 64 bits).
+#[test]
+fn a_head_dim_of_two_to_the_63_is_a_verdict_not_an_overflow() {
+    let options = PlanOptions {
+        max_num_batched_tokens: Some(1),
+        ..PlanOptions::default()
+    };
+    let verdict = plan(
+        &[facts(Some(llama_with("head_dim", json!(1u64 << 63))), vec![])],
+        &options,
+    );
+    assert!(!verdict.admissible);
+}
+
+/// vLLM's MXFP4 expert padding rounds the widths up to the kernel's tiles: widths near 2^64
+/// on a named device must not overflow it.
+#[test]
+fn mxfp4_expert_padding_of_hostile_widths_is_a_verdict_not_an_overflow() {
+    let gpt_oss = real_configs()
+        .into_iter()
+        .find(|c| c["model_type"] == "gpt_oss")
+        .expect("the gpt-oss config");
+    for (key, value) in [("hidden_size", u64::MAX), ("intermediate_size", u64::MAX - 1)] {
+        let mut config = gpt_oss.clone();
+        config.insert(key.into(), json!(value));
+        for devices in ["a100-80gb:1", "h100-80gb:1", "b200:1"] {
+            let options = PlanOptions {
+                devices: Some(devices.parse().expect("devices")),
+                ..PlanOptions::default()
+            };
+            let verdict = plan(&[facts(Some(config.clone()), vec![])], &options);
+            assert!(!verdict.admissible, "{key} = {value} on {devices}");
+        }
+    }
+}

@@ -25,20 +25,22 @@ pub fn mxfp4_expert_padding(model: &Model, options: &PlanOptions, tp: u64) -> Op
     }
     let width = model.moe.as_ref()?.expert_intermediate_size?;
     let (hidden, intermediate) = (model.hidden, width / tp.max(1));
-    let stored = hidden.checked_mul(intermediate)?;
+    let stored = hidden.checked_mul(intermediate).filter(|area| *area > 0)?;
     let padded = options
         .devices
         .as_ref()?
         .groups()
         .iter()
-        .filter_map(|g| g.device()?.compute_capability)
-        .map(|cc| {
-            let (hidden_tile, intermediate_tile) = match cc {
+        .filter_map(|g| {
+            let (hidden_tile, intermediate_tile) = match g.device()?.compute_capability? {
                 100..=109 => (256, 256),
                 90 => (128, 128),
                 _ => (256, 128),
             };
-            hidden.next_multiple_of(hidden_tile) * intermediate.next_multiple_of(intermediate_tile)
+            // Checked: a hostile config's widths may not round up within 64 bits.
+            hidden
+                .checked_next_multiple_of(hidden_tile)?
+                .checked_mul(intermediate.checked_next_multiple_of(intermediate_tile)?)
         })
         .max()?;
     (padded > stored).then_some((padded, stored))
