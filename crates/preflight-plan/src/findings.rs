@@ -281,11 +281,11 @@ impl Findings {
             self.keep(finding);
         }
         for (key, (code, count, subjects)) in other.overflow {
-            *self.per_code.entry(code).or_default() += usize::try_from(count).unwrap_or(usize::MAX);
-            let (_, counted, named) = self.overflow.entry(key).or_insert((code, 0, Vec::new()));
-            *counted = counted.saturating_add(count);
-            let room = NAMED_IN_SUMMARY.saturating_sub(named.len());
-            named.extend(subjects.into_iter().take(room));
+            self.count_more(code, count);
+            if let Some((_, _, named)) = self.overflow.get_mut(key) {
+                let room = NAMED_IN_SUMMARY.saturating_sub(named.len());
+                named.extend(subjects.into_iter().take(room));
+            }
         }
     }
 

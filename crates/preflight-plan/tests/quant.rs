@@ -211,17 +211,19 @@ fn modelopt_fp8_per_tensor_from_hf_quant_config() {
 }
 
 /// NVFP4: two E2M1 values a U8 byte, an F8_E4M3 scale per 16, a per-tensor F32 scale.
+fn nvfp4_linear(stem: &str, rows: u64, cols: u64) -> Vec<Spec> {
+    vec![
+        spec(format!("{stem}.weight"), "U8", vec![rows, cols / 2]),
+        spec(format!("{stem}.weight_scale"), "F8_E4M3", vec![rows, cols / 16]),
+        spec(format!("{stem}.weight_scale_2"), "F32", vec![]),
+        spec(format!("{stem}.input_scale"), "F32", vec![]),
+    ]
+}
+
 #[test]
 fn modelopt_nvfp4_counts_two_values_a_byte() {
     let record = json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}});
-    let v = plan_scheme(None, Some(record), |stem, rows, cols| {
-        vec![
-            spec(format!("{stem}.weight"), "U8", vec![rows, cols / 2]),
-            spec(format!("{stem}.weight_scale"), "F8_E4M3", vec![rows, cols / 16]),
-            spec(format!("{stem}.weight_scale_2"), "F32", vec![]),
-            spec(format!("{stem}.input_scale"), "F32", vec![]),
-        ]
-    });
+    let v = plan_scheme(None, Some(record), nvfp4_linear);
     assert_exact(&v, "modelopt", "NVFP4");
 }
 
@@ -230,14 +232,7 @@ fn modelopt_nvfp4_counts_two_values_a_byte() {
 #[test]
 fn modelopt_nvfp4_declared_in_config_json() {
     let q = json!({"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16, "producer": {"name": "modelopt", "version": "0.37.0"}, "ignore": ["lm_head"]});
-    let v = plan_scheme(Some(q), None, |stem, rows, cols| {
-        vec![
-            spec(format!("{stem}.weight"), "U8", vec![rows, cols / 2]),
-            spec(format!("{stem}.weight_scale"), "F8_E4M3", vec![rows, cols / 16]),
-            spec(format!("{stem}.weight_scale_2"), "F32", vec![]),
-            spec(format!("{stem}.input_scale"), "F32", vec![]),
-        ]
-    });
+    let v = plan_scheme(Some(q), None, nvfp4_linear);
     assert_exact(&v, "modelopt", "NVFP4");
 }
 
@@ -307,14 +302,7 @@ fn engines_gate_each_scheme_by_its_own_method_and_the_device() {
     let nvfp4 = |devices| {
         let record =
             json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", "group_size": 16}});
-        plan_on(Some(devices), None, Some(record), |stem, rows, cols| {
-            vec![
-                spec(format!("{stem}.weight"), "U8", vec![rows, cols / 2]),
-                spec(format!("{stem}.weight_scale"), "F8_E4M3", vec![rows, cols / 16]),
-                spec(format!("{stem}.weight_scale_2"), "F32", vec![]),
-                spec(format!("{stem}.input_scale"), "F32", vec![]),
-            ]
-        })
+        plan_on(Some(devices), None, Some(record), nvfp4_linear)
     };
     let h100 = nvfp4("h100-80gb");
     assert_eq!(

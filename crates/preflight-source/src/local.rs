@@ -268,9 +268,6 @@ fn read_at(
 /// nothing on a page-cached disk and only costs threads.
 const MAX_HEADER_READERS: usize = 8;
 
-/// What one header reader did: its counts, and each file it read by position.
-type ReaderOutput = (StagingStats, Vec<(usize, Result<SafetensorsFile, SourceError>)>);
-
 /// Read every shard's header, in parallel, returned in the order of `paths`. On failure the
 /// error is the first failing path's (in that order), whatever thread met it first, so the
 /// answer does not depend on scheduling.
@@ -287,7 +284,8 @@ fn read_all_safetensors(
         return paths.iter().map(|p| read_safetensors(p, stats, roots)).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let per_reader: Vec<ReaderOutput> = std::thread::scope(|scope| {
+    let mut read = Vec::with_capacity(paths.len());
+    std::thread::scope(|scope| {
         let workers: Vec<_> = (0..readers)
             .map(|_| {
                 scope.spawn(|| {
@@ -302,25 +300,17 @@ fn read_all_safetensors(
                 })
             })
             .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
-    });
-    let mut slots: Vec<Option<Result<SafetensorsFile, SourceError>>> = (0..paths.len()).map(|_| None).collect();
-    for (own, read) in per_reader {
-        stats.files += own.files;
-        stats.requests += own.requests;
-        stats.bytes_fetched += own.bytes_fetched;
-        stats.header_bytes += own.header_bytes;
-        for (i, result) in read {
-            slots[i] = Some(result);
+        for worker in workers {
+            let (own, mut theirs) = worker.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            stats.files += own.files;
+            stats.requests += own.requests;
+            stats.bytes_fetched += own.bytes_fetched;
+            stats.header_bytes += own.header_bytes;
+            read.append(&mut theirs);
         }
-    }
-    slots
-        .into_iter()
-        .map(|slot| slot.expect("every path is read by some reader"))
-        .collect()
+    });
+    read.sort_unstable_by_key(|(i, _)| *i);
+    read.into_iter().map(|(_, file)| file).collect()
 }
 
 fn read_safetensors(path: &Path, stats: &mut StagingStats, roots: Roots<'_>) -> Result<SafetensorsFile, SourceError> {

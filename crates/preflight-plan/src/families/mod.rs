@@ -134,23 +134,16 @@ impl Family {
     /// `None` when nothing is missing (the config is read as it is).
     pub fn with_defaults(&self, model_type: &str, map: &Map<String, Value>) -> Option<Map<String, Value>> {
         let defaults = self.defaults.iter().find(|d| d.model_type == model_type)?;
-        let absent: Vec<_> = defaults
-            .values
-            .iter()
-            .filter(|(key, _)| !map.contains_key(*key))
-            .collect();
-        if absent.is_empty() {
+        if defaults.values.iter().all(|(key, _)| map.contains_key(*key)) {
             return None;
         }
         let mut filled = map.clone();
-        for (key, value) in absent {
-            filled.insert((*key).to_owned(), (*value).into());
+        for (key, value) in defaults.values {
+            filled.entry(*key).or_insert((*value).into());
         }
         Some(filled)
     }
-}
 
-impl Family {
     /// A family with no wrappers, GGUF form or MTP, to spread from (`..Family::BASE`).
     pub const BASE: Family = Family {
         name: "",
