@@ -56,8 +56,8 @@ fn catalogue_device(r: &Value) -> Option<&'static str> {
 enum Assessed {
     /// Planned and held to the bounds.
     Held,
-    /// Planned and shown beside what was logged, not held: the engine version differs from
-    /// the one modelled (the table shows how far another version's accounting lands).
+    /// Planned and shown beside what was logged, not held, for the reason given: another
+    /// vLLM version than the one modelled (how far its accounting lands), or a known miss.
     Compared(String),
     /// The modelled version, but the log gives no device total: only the weights a rank
     /// loads are held (planned on the catalogue part the log names).
