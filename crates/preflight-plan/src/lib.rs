@@ -32,7 +32,7 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 
 /// Bumped only when some verdict could flip (a figure, a finding, admissibility). It is part
 /// of the service's cache key, so a bump invalidates every cached verdict.
-pub const SEMANTICS_VERSION: u32 = 4;
+pub const SEMANTICS_VERSION: u32 = 5;
 
 /// The engine release `runtimes.<engine>` verdicts are judged against (`0.33.0` for vLLM).
 pub fn engine_version(engine: Engine) -> &'static str {

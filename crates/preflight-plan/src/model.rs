@@ -210,6 +210,40 @@ impl Mixer {
     }
 }
 
+/// A rotary-embedding table as the config defines it. Engines that precompute cos/sin
+/// (vLLM, SGLang) keep one table per distinct rope; how many rows it has is the engine's
+/// rule (`memory/vllm.rs` `rope_table_bytes`), so this holds only the config's facts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rope {
+    /// The attention head the rope belongs to.
+    pub head_size: u64,
+    /// Channels rotated: `head_size × partial_rotary_factor`.
+    pub rotary_dim: u64,
+    /// `max_position_embeddings` as the attention layer passes it.
+    pub max_position: u64,
+    pub scaling: RopeScaling,
+    /// Kept in f32 whatever the model computes in (gpt-oss pins it).
+    pub f32: bool,
+}
+
+/// A rope's `rope_type`, as far as it decides the table's size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RopeScaling {
+    /// `default`, `llama3`, `ntk` and the types not listed here: one row per position.
+    Plain,
+    /// `linear` and `dynamic`: positions stretched by `factor`.
+    Stretched { factor: f64 },
+    /// `yarn`, `deepseek_yarn`: the original context stretched by `factor`.
+    Yarn { factor: f64, original: u64 },
+    /// `longrope` (Phi-3): a table for the original context beside the long one.
+    LongRope { original: u64 },
+    /// `proportional` (Gemma 4's global layers): the whole head is tabled, rotated or not.
+    Proportional,
+    /// Multimodal rope (`mrope_section`): room for video timestamps past the context;
+    /// with YaRN stretching when the config has it.
+    Multimodal { yarn: Option<(f64, u64)> },
+}
+
 /// What the planner understood of a model: dimensions, the layer stack, experts.
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -234,6 +268,8 @@ pub struct Model {
     pub mtp_first_index: u64,
     pub moe: Option<Moe>,
     pub quantization: Option<Quantization>,
+    /// The distinct rotary tables the attention layers build (empty without rope).
+    pub rope: Vec<Rope>,
 }
 
 impl Model {

@@ -411,6 +411,7 @@ pub struct Memory {
     pub gpu_utilization: f64,
     /// Sums over the artifacts of their `memory` figures.
     pub weights_bytes: u64,
+    pub buffers_bytes: u64,
     pub kv_cache_bytes_per_token: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
@@ -493,6 +494,8 @@ pub struct DeviceMemory {
     /// `capacity_bytes × gpu_utilization`, rounded down.
     pub usable_bytes: u64,
     pub weights_bytes: u64,
+    /// RoPE tables and other module buffers (see `RankMemory::buffers_bytes`).
+    pub buffers_bytes: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
     pub total_bytes: u64,
@@ -513,6 +516,8 @@ pub struct ArtifactMemory {
     /// `as_stored`, or the what-if type the weights are planned in.
     pub weights_dtype: String,
     pub weights_bytes: u64,
+    /// One rank's module buffers (see `RankMemory::buffers_bytes`); 0 under llama.cpp.
+    pub buffers_bytes: u64,
     /// What one more token adds to one long sequence, past every sliding window.
     pub kv_cache_bytes_per_token: u64,
     /// For `context` tokens in each of `sequences` sequences (per-sequence state included).
@@ -601,6 +606,9 @@ pub struct KvCacheGroup {
 pub struct RankMemory {
     pub tensor_parallel: u64,
     pub weights_bytes: u64,
+    /// Module buffers every rank keeps whole beside its weights: vLLM's and SGLang's RoPE
+    /// cos/sin tables (which vLLM's "Model loading took" counts as weights).
+    pub buffers_bytes: u64,
     /// The KV cache the planned requests take, as the engine allocates it (vLLM: whole
     /// blocks; llama.cpp: whole cells).
     pub kv_cache_bytes: u64,

@@ -219,6 +219,14 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
         let _ = writeln!(out, "{}", text.trim_end());
     };
     line(out, "weights", m.weights_bytes, String::new());
+    if m.buffers_bytes > 0 {
+        line(
+            out,
+            "RoPE tables",
+            m.buffers_bytes,
+            "cos/sin the engine keeps beside the weights, whole on every rank".into(),
+        );
+    }
     let working = m
         .kv_cache
         .iter()
@@ -278,9 +286,10 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
             "per rank",
             rank.total_bytes,
             format!(
-                "TP {}: weights {} · KV {} · activations {}",
+                "TP {}: weights {} · RoPE tables {} · KV {} · activations {}",
                 rank.tensor_parallel,
                 bytes(rank.weights_bytes),
+                bytes(rank.buffers_bytes),
                 bytes(rank.kv_cache_bytes),
                 bytes(rank.activation_bytes)
             ),
@@ -437,7 +446,8 @@ fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
 fn bar(d: &DeviceMemory) -> String {
     let scale = d.usable_bytes.max(d.total_bytes).max(1) as f64;
     let cells = |n: u64| ((n as f64 / scale) * BAR_WIDTH as f64).round() as usize;
-    let weights = cells(d.weights_bytes).min(BAR_WIDTH);
+    // The RoPE tables are drawn with the weights, as engines log them.
+    let weights = cells(d.weights_bytes.saturating_add(d.buffers_bytes)).min(BAR_WIDTH);
     let kv = cells(d.kv_cache_bytes).min(BAR_WIDTH - weights);
     let activations = cells(d.activation_bytes).min(BAR_WIDTH - weights - kv);
     let free = BAR_WIDTH - weights - kv - activations;

@@ -181,6 +181,8 @@ pub(super) fn read_mla(cfg: &mut ConfigReader) -> Option<Mla> {
             tie,
             dtype,
             intermediate,
+            // vLLM's `DeepseekV2MLAAttention` ropes only the `qk_rope_head_dim` channels.
+            rope: read_rope(cfg, context?, |_| qk_rope),
         },
         kv_lora_rank: kv_lora_rank?,
         q_lora_rank,

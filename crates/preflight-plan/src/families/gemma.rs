@@ -154,8 +154,19 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
-    Some(Normalized {
-        model: dims.model(model_type, FAMILY.name, spans(&dims, spans_per_layer), None),
-        shapes,
-    })
+    let mut model = dims.model(model_type, FAMILY.name, spans(&dims, spans_per_layer), None);
+    // vLLM 0.19 `gemma3.py:167-178`: a transformers-4 config's rope is the global layers';
+    // the sliding layers build their own default rope at `rope_local_base_freq`.
+    let per_layer_type = cfg
+        .value("rope_parameters")
+        .and_then(Value::as_object)
+        .is_some_and(|p| p.contains_key("sliding_attention"));
+    if model_type == "gemma3_text" && !per_layer_type {
+        model.rope.push(Rope {
+            scaling: RopeScaling::Plain,
+            rotary_dim: dims.head_dim,
+            ..dims.rope[0].clone()
+        });
+    }
+    Some(Normalized { model, shapes })
 }

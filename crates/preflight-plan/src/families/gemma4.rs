@@ -268,10 +268,13 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             keys: "num_experts",
         });
     }
-    Some(Normalized {
-        model: dims.model(model_type, FAMILY.name, layers, moe),
-        shapes,
-    })
+    let mut model = dims.model(model_type, FAMILY.name, layers, moe);
+    // Full layers rope their own, wider heads (vLLM 0.19 `gemma4.py:365`).
+    model.rope = read_rope(cfg, dims.context, |layer_type| match layer_type {
+        Some("full_attention") => global_head_dim,
+        _ => dims.head_dim,
+    });
+    Some(Normalized { model, shapes })
 }
 
 /// A layer's `(head_dim, num_key_value_heads)` overrides.

@@ -106,5 +106,9 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     ]);
     let mut model = dims.model(model_type, FAMILY.name, spans(&dims, spans_per_layer), Some(moe));
     model.intermediate = None;
+    // vLLM 0.19 `gpt_oss.py:82-95` builds its YaRN rope in f32.
+    for rope in &mut model.rope {
+        rope.f32 = true;
+    }
     Some(Normalized { model, shapes })
 }

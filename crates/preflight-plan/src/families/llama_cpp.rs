@@ -167,6 +167,8 @@ pub fn read_dims(kv: &mut GgufReader) -> Option<(Dims, Option<Vec<u64>>, u64)> {
             .per_layer("feed_forward_length", layers)
             .and_then(|v| v.into_iter().max())
             .filter(|n| *n > 0),
+        // llama.cpp ropes in the graph and keeps no table.
+        rope: Vec::new(),
     };
     Some((dims, kv_per_layer, v_head_dim))
 }

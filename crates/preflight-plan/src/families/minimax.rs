@@ -173,6 +173,17 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         Some(moe),
     );
     model.mtp_layers = mtp_layers;
+    // vLLM 0.19 `minimax_m2.py:200-204`: `rotary_dim` stands for a partial factor the rope
+    // parameters leave out.
+    let factor_given = cfg.value("partial_rotary_factor").is_some()
+        || ["rope_parameters", "rope_scaling"]
+            .iter()
+            .any(|k| cfg.value(k).is_some_and(|p| p.get("partial_rotary_factor").is_some()));
+    if let (Some(rotary_dim), false) = (cfg.opt_positive("rotary_dim"), factor_given) {
+        for rope in &mut model.rope {
+            rope.rotary_dim = rotary_dim.min(rope.head_size);
+        }
+    }
     model.mtp_mixer = Some(dims.attention(Span::Full));
     // Every layer is MoE: `intermediate_size` is the experts' width, not a dense one.
     model.intermediate = None;

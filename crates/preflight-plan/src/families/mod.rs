@@ -21,7 +21,7 @@ mod qwen3_vl;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf::GgufReader;
-use crate::model::{Mixer, Model, Span, StateDtype};
+use crate::model::{Mixer, Model, Rope, RopeScaling, Span, StateDtype};
 pub use crate::verdict::Component;
 use crate::verdict::Moe;
 use serde_json::{Map, Value};
@@ -303,6 +303,8 @@ pub struct Dims {
     /// `intermediate_size` when declared: the dense MLP width, or the expert width in
     /// families whose experts use it.
     pub intermediate: Option<u64>,
+    /// The rotary tables every layer's `head_dim` implies ([`read_rope`]).
+    pub rope: Vec<Rope>,
 }
 
 /// Read [`Dims`]. `head_dim` defaults to hidden/heads only where the family's code does so;
@@ -350,7 +352,91 @@ pub fn read_dims(cfg: &mut ConfigReader, tie_default: bool) -> Option<Dims> {
         tie,
         dtype,
         intermediate,
+        rope: read_rope(cfg, context?, |_| head_dim.unwrap_or(0)),
     })
+}
+
+/// The rotary tables a config declares, gathered as vLLM 0.19's `patch_rope_parameters`
+/// (`transformers_utils/config.py:377-426`) gathers them: `rope_parameters`, else
+/// transformers 4's `rope_scaling`, with `partial_rotary_factor` (or `rotary_pct`,
+/// `rotary_emb_fraction`) and `original_max_position_embeddings` from beside it. A
+/// transformers-5 config keyed by layer type (`{"full_attention": {…}, "sliding_attention":
+/// {…}}`) gives one table per distinct entry, each for the head `head_size` names for its
+/// layer type; a flat one gives one table (`head_size(None)`). A rope type the planner does
+/// not size specially counts one row per position.
+pub fn read_rope(cfg: &ConfigReader, max_position: u64, head_size: impl Fn(Option<&str>) -> u64) -> Vec<Rope> {
+    let params = cfg
+        .value("rope_parameters")
+        .or_else(|| cfg.value("rope_scaling"))
+        .and_then(Value::as_object);
+    let top_partial = ["partial_rotary_factor", "rotary_pct", "rotary_emb_fraction"]
+        .iter()
+        .find_map(|k| cfg.value(k).and_then(Value::as_f64));
+    let top_original = cfg.value("original_max_position_embeddings").and_then(Value::as_u64);
+    let one = |layer_type: Option<&str>, entry: Option<&Map<String, Value>>| {
+        let number = |key: &str| entry.and_then(|e| e.get(key)).and_then(Value::as_f64);
+        let head = head_size(layer_type);
+        let partial = number("partial_rotary_factor")
+            .or(top_partial)
+            .filter(|f| *f > 0.0 && *f <= 1.0)
+            .unwrap_or(1.0);
+        let kind = entry
+            .and_then(|e| e.get("rope_type").or_else(|| e.get("type")))
+            .and_then(Value::as_str)
+            .unwrap_or("default");
+        let factor = number("factor").filter(|f| f.is_finite() && *f > 0.0);
+        let original = entry
+            .and_then(|e| e.get("original_max_position_embeddings"))
+            .and_then(Value::as_u64)
+            .or(top_original);
+        let yarn = factor.zip(original);
+        let scaling = match kind {
+            _ if entry.is_some_and(|e| e.contains_key("mrope_section")) => RopeScaling::Multimodal {
+                yarn: yarn.filter(|_| kind == "yarn"),
+            },
+            "linear" | "dynamic" if factor.is_some() => RopeScaling::Stretched {
+                factor: factor.unwrap_or(1.0),
+            },
+            "yarn" | "deepseek_yarn" | "deepseek_llama_scaling" => match yarn {
+                Some((factor, original)) => RopeScaling::Yarn { factor, original },
+                None => RopeScaling::Plain,
+            },
+            "longrope" | "su" => match original {
+                Some(original) => RopeScaling::LongRope { original },
+                None => RopeScaling::Plain,
+            },
+            "proportional" => RopeScaling::Proportional,
+            _ => RopeScaling::Plain,
+        };
+        Rope {
+            head_size: head,
+            // `int(head_size * partial_rotary_factor)`.
+            rotary_dim: (head as f64 * partial) as u64,
+            max_position,
+            scaling,
+            f32: false,
+        }
+    };
+    let nested: Option<Vec<(&String, &Map<String, Value>)>> = params.and_then(|p| {
+        (!p.is_empty())
+            .then(|| p.iter().map(|(k, v)| v.as_object().map(|o| (k, o))).collect())
+            .flatten()
+    });
+    match nested {
+        // `get_rope` caches by its arguments: layer types with equal entries (and heads)
+        // share one table.
+        Some(per_type) => {
+            let mut tables: Vec<(&Map<String, Value>, Rope)> = Vec::new();
+            for (layer_type, entry) in per_type {
+                let rope = one(Some(layer_type), Some(entry));
+                if !tables.iter().any(|(e, r)| *e == entry && *r == rope) {
+                    tables.push((entry, rope));
+                }
+            }
+            tables.into_iter().map(|(_, rope)| rope).collect()
+        }
+        None => vec![one(None, params)],
+    }
 }
 
 impl Dims {
@@ -377,6 +463,7 @@ impl Dims {
             mtp_first_index: self.layers,
             moe,
             quantization: None,
+            rope: self.rope.clone(),
         }
     }
 
@@ -506,6 +593,78 @@ mod tests {
         ));
         assert!(pattern_matches("a.{b,bc}.d", "a.bc.d"));
         assert!(!pattern_matches("a.{b", "a.b"));
+    }
+
+    fn ropes(config: Value) -> Vec<Rope> {
+        let mut findings = crate::findings::Findings::default();
+        let map = config.as_object().expect("object").clone();
+        let cfg = ConfigReader::new(&map, "", &mut findings);
+        read_rope(&cfg, 4096, |layer_type| match layer_type {
+            Some("full_attention") => 512,
+            _ => 128,
+        })
+    }
+
+    #[test]
+    fn rope_types_read_as_vllm_patches_them() {
+        let one = |config: Value| {
+            let tables = ropes(config);
+            assert_eq!(tables.len(), 1, "{tables:?}");
+            tables[0].clone()
+        };
+        // transformers 4's legacy `type`, and the partial factor beside `rope_scaling`.
+        let rope = one(serde_json::json!({
+            "rope_scaling": {"type": "dynamic", "factor": 2.5},
+            "partial_rotary_factor": 0.5
+        }));
+        assert_eq!(rope.scaling, RopeScaling::Stretched { factor: 2.5 });
+        assert_eq!((rope.head_size, rope.rotary_dim), (128, 64));
+        // `su` is longrope's old name; the original context may sit beside the rope.
+        let rope = one(serde_json::json!({
+            "rope_scaling": {"type": "su", "short_factor": [1.0], "long_factor": [2.0]},
+            "original_max_position_embeddings": 1024
+        }));
+        assert_eq!(rope.scaling, RopeScaling::LongRope { original: 1024 });
+        let rope = one(serde_json::json!({
+            "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+                "original_max_position_embeddings": 1024, "mrope_section": [16, 24, 24]}
+        }));
+        assert_eq!(
+            rope.scaling,
+            RopeScaling::Multimodal {
+                yarn: Some((4.0, 1024))
+            }
+        );
+        // A factor outside (0, 1] is not a fraction of the head: the whole head is roped.
+        let rope = one(serde_json::json!({"partial_rotary_factor": 1.5}));
+        assert_eq!((rope.scaling, rope.rotary_dim), (RopeScaling::Plain, 128));
+        // A scaled type without its factor, and an unknown type, count one row a position.
+        assert_eq!(
+            one(serde_json::json!({"rope_scaling": {"rope_type": "linear"}})).scaling,
+            RopeScaling::Plain
+        );
+        assert_eq!(
+            one(serde_json::json!({"rope_scaling": {"rope_type": "new"}})).scaling,
+            RopeScaling::Plain
+        );
+    }
+
+    #[test]
+    fn ropes_keyed_by_layer_type_share_a_table_only_when_alike() {
+        let alike = ropes(serde_json::json!({"rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "chunked_attention": {"rope_type": "default", "rope_theta": 10000.0}
+        }}));
+        assert_eq!(alike.len(), 1);
+        // Different thetas are different `get_rope` keys; the full layers' head is wider.
+        let apart = ropes(serde_json::json!({"rope_parameters": {
+            "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+            "other_attention": {"rope_type": "default", "rope_theta": 500.0}
+        }}));
+        let heads: Vec<(u64, u64)> = apart.iter().map(|r| (r.head_size, r.rotary_dim)).collect();
+        assert_eq!(heads, [(512, 128), (128, 128), (128, 128)]);
+        assert_eq!(apart[0].scaling, RopeScaling::Proportional);
     }
 
     #[test]

@@ -279,6 +279,9 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         tie,
         dtype,
         intermediate,
+        // Nemotron-H's attention layers have no positional embedding (vLLM 0.19
+        // `nemotron_h.py` builds no rope).
+        rope: Vec::new(),
     };
     if !dims.heads.is_multiple_of(dims.kv_heads) {
         cfg.unsupported(

@@ -95,6 +95,8 @@ pub struct Sizing {
     tensor_parallel: u64,
     /// `None` when the model cannot be split at this tensor-parallel degree.
     rank_weights: Option<u64>,
+    /// Module buffers every rank keeps whole: vLLM's and SGLang's RoPE tables.
+    buffers: u64,
     /// The architecture was refused: only the stored weights are known, as a lower bound.
     lower_bound: bool,
     /// Each decoder layer's group in `caches` (`None`: it caches nothing), in layer order.
@@ -199,6 +201,13 @@ pub fn prepare(
         None => kv_dtype,
         Some(_) => model_dtype(model, inputs.format, inputs.parameters).map_or(kv_dtype, |(d, _)| d),
     };
+    // The RoPE tables are in the dtype the model computes in, whatever the KV cache's.
+    let buffers = match engine {
+        MemoryEngine::Vllm | MemoryEngine::Sglang => {
+            vllm::rope_table_bytes(&model.rope, state_base.row_bytes(1).clamp(2, 4))
+        }
+        MemoryEngine::LlamaCpp => 0,
+    };
     // llama.cpp keeps recurrent state in F32, conv rows and SSM rows alike.
     let (state_base, mixer_for): (KvDtype, fn(Mixer) -> Mixer) = match engine {
         MemoryEngine::LlamaCpp => (KvDtype::F32, llama_cpp::engine_mixer),
@@ -273,6 +282,7 @@ pub fn prepare(
         shape: Shape::of(model, kv_dtype),
         tensor_parallel: tp,
         rank_weights,
+        buffers,
         lower_bound: false,
         layer_weights: (0..layers.len() as u64)
             .map(|l| {
@@ -335,6 +345,8 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: MemoryEngin
         shape: Shape::default(),
         tensor_parallel: tp,
         rank_weights: Some(rank),
+        // Unknown, as everything but the stored weights is.
+        buffers: 0,
         lower_bound: true,
         layer_groups: Vec::new(),
         layer_weights: Vec::new(),
@@ -749,15 +761,18 @@ impl Sizing {
             (MemoryEngine::LlamaCpp, false) => {
                 let buffers = llama_cpp::buffers(self, context, target);
                 let (weights, kv, activation) = buffers.on_target(target.device.is_some());
-                return Some(rank_memory(tp, weights, kv, activation, 0));
+                return Some(rank_memory(tp, [weights, 0, kv, activation, 0]));
             }
         };
         Some(rank_memory(
             tp,
-            weights_bytes,
-            kv_cache_bytes,
-            activation_bytes,
-            non_torch_bytes,
+            [
+                weights_bytes,
+                self.buffers,
+                kv_cache_bytes,
+                activation_bytes,
+                non_torch_bytes,
+            ],
         ))
     }
 
@@ -804,6 +819,7 @@ impl Sizing {
             kv_dtype: self.kv_dtype.name().to_owned(),
             weights_dtype: self.weights_dtype.map_or("as_stored", WeightsDtype::name).to_owned(),
             weights_bytes: self.weights,
+            buffers_bytes: per_rank.as_ref().map_or(0, |r| r.buffers_bytes),
             kv_cache_bytes_per_token: self
                 .caches
                 .iter()
@@ -813,10 +829,13 @@ impl Sizing {
             state_bytes_per_sequence,
             state_bytes: state_bytes_per_sequence.saturating_mul(self.sequences),
             activation_bytes,
-            total_bytes: self
-                .weights
-                .saturating_add(kv_cache_bytes)
-                .saturating_add(activation_bytes),
+            total_bytes: [
+                kv_cache_bytes,
+                activation_bytes,
+                per_rank.as_ref().map_or(0, |r| r.buffers_bytes),
+            ]
+            .into_iter()
+            .fold(self.weights, u64::saturating_add),
             kv_cache,
             lower_bound: self.lower_bound,
             host_bytes: buffers.map(|b| b.host),
@@ -825,17 +844,18 @@ impl Sizing {
     }
 }
 
-fn rank_memory(tp: u64, weights: u64, kv: u64, activation: u64, non_torch: u64) -> RankMemory {
+/// One rank's figures from `[weights, buffers, kv, activation, non_torch]`, with their total.
+fn rank_memory(tp: u64, [weights, buffers, kv, activation, non_torch]: [u64; 5]) -> RankMemory {
     RankMemory {
         tensor_parallel: tp,
         weights_bytes: weights,
+        buffers_bytes: buffers,
         kv_cache_bytes: kv,
         activation_bytes: activation,
         non_torch_bytes: non_torch,
-        total_bytes: weights
-            .saturating_add(kv)
-            .saturating_add(activation)
-            .saturating_add(non_torch),
+        total_bytes: [buffers, kv, activation, non_torch]
+            .into_iter()
+            .fold(weights, u64::saturating_add),
     }
 }
 
@@ -879,6 +899,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         let mut held = RankMemory {
             tensor_parallel: options.tensor_parallel_degree(),
             weights_bytes: 0,
+            buffers_bytes: 0,
             kv_cache_bytes: 0,
             activation_bytes: 0,
             non_torch_bytes: 0,
@@ -887,6 +908,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         for sizing in sizings {
             let rank = sizing.rank(context.unwrap_or(sizing.context), target)?;
             held.weights_bytes = held.weights_bytes.saturating_add(rank.weights_bytes);
+            held.buffers_bytes = held.buffers_bytes.saturating_add(rank.buffers_bytes);
             held.kv_cache_bytes = held.kv_cache_bytes.saturating_add(rank.kv_cache_bytes);
             held.activation_bytes = held.activation_bytes.saturating_add(rank.activation_bytes);
             held.non_torch_bytes = held.non_torch_bytes.saturating_add(rank.non_torch_bytes);
@@ -911,6 +933,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 capacity_bytes: group.capacity_bytes,
                 usable_bytes,
                 weights_bytes: held.weights_bytes,
+                buffers_bytes: held.buffers_bytes,
                 kv_cache_bytes: held.kv_cache_bytes,
                 activation_bytes: held.activation_bytes.saturating_add(held.non_torch_bytes),
                 total_bytes: held.total_bytes,
@@ -973,6 +996,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
             MemoryEngine::LlamaCpp => 1.0,
         },
         weights_bytes: sum(|r| r.weights_bytes),
+        buffers_bytes: sum(|r| r.buffers_bytes),
         kv_cache_bytes_per_token: sum(|r| r.kv_cache_bytes_per_token),
         kv_cache_bytes: sum(|r| r.kv_cache_bytes),
         activation_bytes: sum(|r| r.activation_bytes),

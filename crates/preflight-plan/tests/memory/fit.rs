@@ -15,7 +15,10 @@ fn one_model_on_one_device_is_its_total_against_the_usable_share() {
     // vLLM budgets from what CUDA shows of an H100 80GB: 79.19 GiB (85,029,615,042 bytes).
     assert_eq!(d.usable_bytes, 85_029_615_042 / 10 * 9 + 85_029_615_042 % 10 * 9 / 10);
     assert_eq!(d.total_bytes, m.per_rank.as_ref().expect("rank").total_bytes);
-    assert_eq!(d.total_bytes, d.weights_bytes + d.kv_cache_bytes + d.activation_bytes);
+    assert_eq!(
+        d.total_bytes,
+        d.weights_bytes + d.buffers_bytes + d.kv_cache_bytes + d.activation_bytes
+    );
     assert_eq!((m.fits, d.fits), (Some(true), true));
     assert_eq!(
         m.max_context_that_fits,

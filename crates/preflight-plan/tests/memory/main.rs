@@ -13,6 +13,7 @@ mod kv_gemma4_llama4;
 mod llamacpp;
 mod llamacpp_oracle;
 mod properties;
+mod rope;
 mod runtimes;
 mod support;
 mod throughput;
