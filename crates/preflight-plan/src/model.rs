@@ -210,6 +210,14 @@ impl Mixer {
     }
 }
 
+/// A graph llama.cpp builds for an architecture whose compute buffer preflight replays
+/// node by node (`memory/llama_cpp.rs`); families without one get the staged estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlamaCppGraph {
+    /// `src/models/openai-moe.cpp` (gpt-oss).
+    OpenAiMoe,
+}
+
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin
 /// (vLLM, SGLang) keep one table per distinct rope; how many rows it has is the engine's
 /// rule (`memory/vllm.rs` `rope_table_bytes`), so this holds only the config's facts.
@@ -270,6 +278,8 @@ pub struct Model {
     pub quantization: Option<Quantization>,
     /// The distinct rotary tables the attention layers build (empty without rope).
     pub rope: Vec<Rope>,
+    /// The graph llama.cpp builds for this architecture, where it is replayed.
+    pub llama_cpp_graph: Option<LlamaCppGraph>,
 }
 
 impl Model {

@@ -43,7 +43,11 @@ pub static FAMILY: Family = Family {
         architectures: &[("gpt-oss", "gpt_oss")],
         keys: &[],
         tensors: &[group("blk.N.attn_sinks{.weight,}", Attention)],
-        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 2),
+        normalize: |model_type, kv| {
+            let mut normalized = llama_cpp::read_decoder(model_type, FAMILY.name, kv, 2)?;
+            normalized.model.llama_cpp_graph = Some(LlamaCppGraph::OpenAiMoe);
+            Some(normalized)
+        },
     }),
     ..Family::BASE
 };
@@ -106,6 +110,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     ]);
     let mut model = dims.model(model_type, FAMILY.name, spans(&dims, spans_per_layer), Some(moe));
     model.intermediate = None;
+    model.llama_cpp_graph = Some(LlamaCppGraph::OpenAiMoe);
     // vLLM 0.19 `gpt_oss.py:82-95` builds its YaRN rope in f32.
     for rope in &mut model.rope {
         rope.f32 = true;

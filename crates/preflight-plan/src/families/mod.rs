@@ -21,7 +21,7 @@ mod qwen3_vl;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf::GgufReader;
-use crate::model::{Mixer, Model, Rope, RopeScaling, Span, StateDtype};
+use crate::model::{LlamaCppGraph, Mixer, Model, Rope, RopeScaling, Span, StateDtype};
 pub use crate::verdict::Component;
 use crate::verdict::Moe;
 use serde_json::{Map, Value};
@@ -464,6 +464,7 @@ impl Dims {
             moe,
             quantization: None,
             rope: self.rope.clone(),
+            llama_cpp_graph: None,
         }
     }
 

@@ -1,11 +1,13 @@
 //! llama.cpp's memory accounting, followed from the tree llama-cpp-python 0.3.36 vendors
 //! (commit 0c1e570; `docs/memory.md` § llama.cpp names every source line): the model buffer,
 //! the KV cache in 256-cell streams, the output buffer and the compute buffer ggml-alloc
-//! reserves for the worst-case micro-batch. Every buffer here is one llama.cpp allocates;
-//! none is a margin.
+//! reserves for the worst-case micro-batch — replayed through ggml-alloc where the family
+//! names llama.cpp's graph, else estimated by its largest stage. Every buffer here is one
+//! llama.cpp allocates; none is a margin.
 
+use super::ggml::{self, Graph, Id};
 use super::{LayerCache, Shape, Sizing, Target};
-use crate::model::{Mixer, StateDtype};
+use crate::model::{LlamaCppGraph, Mixer, StateDtype};
 use crate::options::PlanOptions;
 
 /// The version every term here follows.
@@ -23,6 +25,9 @@ pub const DEFAULT_UBATCH: u64 = 512;
 /// flash attention the mask is f16 (llama-graph.cpp:39).
 const F32: u64 = 4;
 const F16: u64 = 2;
+
+/// The CPU buffer type's alignment (`TENSOR_ALIGNMENT`, ggml-cpu).
+const ALIGNMENT: u64 = 32;
 
 fn pad(n: u64) -> u64 {
     n.div_ceil(CELL_PAD).saturating_mul(CELL_PAD)
@@ -128,6 +133,38 @@ impl Context {
         shape.vocab.saturating_mul(F32).saturating_mul(self.sequences)
     }
 
+    /// The dimensions llama.cpp's graph for `sizing` is built from, in this context.
+    fn graph_shape(&self, sizing: &Sizing, flash_attn: bool) -> GraphShape {
+        let shape = &sizing.shape;
+        let moe = shape.moe.unwrap_or(super::MoeShape {
+            experts: 0,
+            active: 0,
+            shared: 0,
+            width: 0,
+        });
+        let windowed = sizing.caches.iter().find(|c| c.cap.is_some());
+        GraphShape {
+            tokens: self.tokens,
+            hidden: shape.hidden,
+            heads: shape.heads,
+            kv_heads: shape.kv_heads,
+            head_dim: shape.head_dim,
+            vocab: shape.vocab,
+            experts: moe.experts,
+            experts_used: moe.active,
+            expert_width: moe.width,
+            sliding: sizing
+                .layer_groups
+                .iter()
+                .map(|g| g.and_then(|g| sizing.caches.get(g)).is_some_and(|c| c.cap.is_some()))
+                .collect(),
+            full_cells: self.cells,
+            sliding_cells: windowed.map_or(self.cells, |c| self.cells_of(c)),
+            streams: self.streams,
+            flash_attn,
+        }
+    }
+
     /// The compute buffer: ggml-alloc's peak over the worst-case graph `sched_reserve` builds
     /// (`n_tokens` tokens, every one an output), as the largest of three stages:
     /// - output: the logits of every token beside the final norm and its input;
@@ -137,7 +174,8 @@ impl Context {
     /// - feed-forward: the masks, the residual and its norm, gate, up and their product.
     ///
     /// ggml-alloc's placement (where the logits land after the layers' tensors are freed) can
-    /// add a few MiB of fragmentation on top; that is not modelled.
+    /// add a few MiB of fragmentation on top; only a replay of the graph knows it
+    /// ([`openai_moe_graph`] for the architectures that have one).
     pub fn compute(&self, shape: &Shape, caches: &[LayerCache], flash_attn: bool) -> u64 {
         let tokens = self.tokens;
         let row = |width: u64| tokens.saturating_mul(width).saturating_mul(F32);
@@ -221,7 +259,12 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     let knobs = Knobs::resolve(target.options);
     let ctx = Context::new(context, sizing.sequences, &knobs);
     let kv = ctx.kv(&sizing.caches);
-    let compute = ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn);
+    let compute = match sizing.llama_cpp_graph {
+        Some(LlamaCppGraph::OpenAiMoe) => {
+            openai_moe_graph(&ctx.graph_shape(sizing, knobs.flash_attn)).reserve(ALIGNMENT)
+        }
+        None => ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn),
+    };
     let output = ctx.output(&sizing.shape);
     if target.device.is_none() {
         return Buffers {
@@ -272,6 +315,192 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
         output,
         host: host_weights.saturating_add(host_kv).saturating_add(output),
     }
+}
+
+/// What llama.cpp's graph for one micro-batch is built from.
+#[derive(Debug, Clone)]
+pub struct GraphShape {
+    pub tokens: u64,
+    pub hidden: u64,
+    pub heads: u64,
+    pub kv_heads: u64,
+    pub head_dim: u64,
+    pub vocab: u64,
+    pub experts: u64,
+    pub experts_used: u64,
+    pub expert_width: u64,
+    /// Whether each layer attends through the sliding-window cache.
+    pub sliding: Vec<bool>,
+    /// Cells a stream of the full and of the sliding-window cache holds, and the streams.
+    pub full_cells: u64,
+    pub sliding_cells: u64,
+    pub streams: u64,
+    pub flash_attn: bool,
+}
+
+/// llama.cpp's gpt-oss graph (`src/models/openai-moe.cpp`, with `build_norm`, `build_qkv`,
+/// `build_attn` and `build_moe_ffn` of `llama-graph.cpp`) in the order `ggml_build_forward_expand`
+/// lists its nodes, as `sched_reserve` builds it: `tokens` tokens, every one an output, against
+/// the full caches. Inputs come in leaf order: tokens, the unused embeddings input of
+/// `build_inp_embd`'s select, positions, then per cache (full, then sliding) the K and V row
+/// indices and the mask, then the output ids.
+pub fn openai_moe_graph(s: &GraphShape) -> Graph {
+    use ggml::Type::{F16, F32, I32, I64};
+    let mut g = Graph::default();
+    let (t, e) = (s.tokens, s.hidden);
+    let (q_width, kv_width) = (
+        s.heads.saturating_mul(s.head_dim),
+        s.kv_heads.saturating_mul(s.head_dim),
+    );
+    let weight = g.external(F32, [1, 1, 1, 1]);
+    let tokens = g.input(I32, [t, 1, 1, 1]);
+    g.input(F32, [e, t, 1, 1]);
+    let positions = g.input(I32, [t, 1, 1, 1]);
+    // V rows are scattered one element a row when the cache is transposed (no flash attention).
+    let v_rows = if s.flash_attn { t } else { t.saturating_mul(kv_width) };
+    let mask_type = if s.flash_attn { F16 } else { F32 };
+    let cache_inputs = |g: &mut Graph, cells: u64| {
+        let k = g.input(I64, [t, 1, 1, 1]);
+        let v = g.input(I64, [v_rows, 1, 1, 1]);
+        let mask = g.input(mask_type, [cells, t, 1, 1]);
+        (k, v, mask)
+    };
+    // Leaves are listed as the graph walk meets them: the first layer's cache first.
+    let (full, sliding) = match s.sliding.first() {
+        Some(true) => {
+            let sliding = cache_inputs(&mut g, s.sliding_cells);
+            (cache_inputs(&mut g, s.full_cells), sliding)
+        }
+        _ => {
+            let full = cache_inputs(&mut g, s.full_cells);
+            (full, cache_inputs(&mut g, s.sliding_cells))
+        }
+    };
+    let out_ids = g.input(I32, [t, 1, 1, 1]);
+    let cache = g.external(
+        F16,
+        [
+            kv_width,
+            s.full_cells.max(s.sliding_cells).saturating_mul(s.streams),
+            1,
+            1,
+        ],
+    );
+
+    let mut layer_in = g.op(F32, [e, t, 1, 1], &[weight, tokens], false);
+    for &windowed in &s.sliding {
+        let (k_idxs, v_idxs, mask) = if windowed { sliding } else { full };
+        let cells = if windowed { s.sliding_cells } else { s.full_cells };
+        let norm = g.like(layer_in, &[layer_in], true);
+        let attn_norm = g.like(norm, &[norm, weight], true);
+        let project = |g: &mut Graph, heads: u64, rope: bool| {
+            let x = g.op(
+                F32,
+                [heads.saturating_mul(s.head_dim), t, 1, 1],
+                &[weight, attn_norm],
+                false,
+            );
+            let x = g.like(x, &[x, weight], true);
+            let x = g.reshape(x, [s.head_dim, heads, t, 1]);
+            match rope {
+                true => g.like(x, &[x, positions], true),
+                false => x,
+            }
+        };
+        let q = project(&mut g, s.heads, true);
+        let k = project(&mut g, s.kv_heads, true);
+        let v = project(&mut g, s.kv_heads, false);
+        let k_rows = g.reshape(k, [kv_width, t, 1, 1]);
+        g.write_into(cache, &[k_rows, k_idxs, cache]);
+        let view_of_cache = |g: &mut Graph| {
+            let view = g.view(cache, [s.head_dim, s.kv_heads, cells, s.streams], g.strides(cache), 0);
+            g.permute_0213(view)
+        };
+        let attention = if s.flash_attn {
+            let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
+            g.write_into(cache, &[v_rows, v_idxs, cache]);
+            let q_view = g.reshape(q, [s.head_dim, s.heads, t, 1]);
+            let q = g.permute_0213(q_view);
+            let k = view_of_cache(&mut g);
+            let v = view_of_cache(&mut g);
+            let out = g.op(F32, [s.head_dim, s.heads, t, 1], &[q, k, v, mask, weight], false);
+            g.reshape(out, [q_width, t, 1, 1])
+        } else {
+            let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
+            let v_elements = g.reshape(v_rows, [1, t.saturating_mul(kv_width), 1, 1]);
+            let cache_elements = g.reshape(cache, [1, 1, 1, 1]);
+            g.write_into(cache_elements, &[v_elements, v_idxs, cache_elements]);
+            let v = view_of_cache(&mut g);
+            let k = view_of_cache(&mut g);
+            let q_view = g.reshape(q, [s.head_dim, s.heads, t, 1]);
+            let q = g.permute_0213(q_view);
+            let scores = g.op(
+                F32,
+                [cells, t.div_ceil(s.streams.max(1)), s.heads, s.streams],
+                &[k, q],
+                false,
+            );
+            let scores = g.like(scores, &[scores, mask, weight], true);
+            let mixed = g.op(F32, [s.head_dim, t, s.heads, 1], &[v, scores], false);
+            let permuted = g.permute_0213(mixed);
+            g.op(F32, [q_width, t, 1, 1], &[permuted], false)
+        };
+        let out = g.op(F32, [e, t, 1, 1], &[weight, attention], false);
+        let out = g.like(out, &[out, weight], true);
+        let ffn_in = g.like(out, &[out, layer_in], true);
+        let norm = g.like(ffn_in, &[ffn_in], true);
+        let post_norm = g.like(norm, &[norm, weight], true);
+        // The router: logits, their bias, top-k, and the softmax over the chosen weights.
+        let logits = g.op(F32, [s.experts, t, 1, 1], &[weight, post_norm], false);
+        let probs = g.like(logits, &[logits, weight], true);
+        let probs_3d = g.reshape(probs, [1, s.experts, t, 1]);
+        let order = g.op(I32, [s.experts, t, 1, 1], &[probs], false);
+        let top_k = g.view(order, [s.experts_used, t, 1, 1], g.strides(order), 0);
+        let chosen = g.op(F32, [1, s.experts_used, t, 1], &[probs_3d, top_k], false);
+        let chosen_2d = g.reshape(chosen, [s.experts_used, t, 1, 1]);
+        let softmax = g.op(F32, [s.experts_used, t, 1, 1], &[chosen_2d], true);
+        let weights = g.reshape(softmax, [1, s.experts_used, t, 1]);
+        // The experts: gate and up, the clamped SwiGLU, down, each with its bias.
+        let x = g.reshape(post_norm, [e, 1, t, 1]);
+        let expert = |g: &mut Graph, width: u64, input: Id| {
+            let y = g.op(F32, [width, s.experts_used, t, 1], &[weight, input, top_k], false);
+            g.like(y, &[y, weight, top_k], true)
+        };
+        let gate = expert(&mut g, s.expert_width, x);
+        let up = expert(&mut g, s.expert_width, x);
+        let act = g.op(F32, [s.expert_width, s.experts_used, t, 1], &[gate, up], false);
+        let down = expert(&mut g, e, act);
+        let weighted = g.like(down, &[down, weights], true);
+        let nb = g.strides(weighted);
+        let views: Vec<Id> = (0..s.experts_used)
+            .map(|i| {
+                g.view(
+                    weighted,
+                    [e, t, 1, 1],
+                    [nb[0], nb[2], nb[3], nb[3]],
+                    i.saturating_mul(nb[1]),
+                )
+            })
+            .collect();
+        let mut sum = match views.as_slice() {
+            [first, second, ..] => g.op(F32, [e, t, 1, 1], &[*first, *second], true),
+            [only] => g.op(F32, [e, t, 1, 1], &[*only], false),
+            [] => ffn_in,
+        };
+        for view in views.iter().skip(2) {
+            sum = g.like(sum, &[sum, *view], true);
+        }
+        layer_in = g.like(sum, &[sum, ffn_in], true);
+    }
+    // `t_h_nextn`: the last layer's output is a graph output, so it is never freed.
+    g.set_output(layer_in);
+    let rows = g.op(F32, [e, t, 1, 1], &[layer_in, out_ids], false);
+    let norm = g.like(rows, &[rows], true);
+    let result_norm = g.like(norm, &[norm, weight], true);
+    g.set_output(result_norm);
+    let logits = g.op(F32, [s.vocab, t, 1, 1], &[weight, result_norm], false);
+    g.set_output(logits);
+    g
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! formula and the engine code it follows. **Fails closed:** when an artifact's memory
 //! cannot be known, it gets a `memory.unavailable` finding, never a guessed number.
 
+mod ggml;
 mod llama_cpp;
 mod sglang;
 mod vllm;
@@ -106,6 +107,8 @@ pub struct Sizing {
     embedding_weights: u64,
     /// No stored lm_head: the output layer is the token embedding again.
     tied_output: bool,
+    /// The graph llama.cpp builds, where its compute buffer is replayed.
+    llama_cpp_graph: Option<crate::model::LlamaCppGraph>,
 }
 
 /// Layers that cache alike.
@@ -300,6 +303,7 @@ pub fn prepare(
             .filter(|((c, _), _)| *c == Component::Embedding)
             .fold(0u64, |acc, (_, s)| acc.saturating_add(s.bytes)),
         tied_output: !inputs.layout.parts.keys().any(|(c, _)| *c == Component::LmHead),
+        llama_cpp_graph: model.llama_cpp_graph,
         layer_groups,
     })
 }
@@ -352,6 +356,7 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: MemoryEngin
         layer_weights: Vec::new(),
         embedding_weights: 0,
         tied_output: false,
+        llama_cpp_graph: None,
     }
 }
 
@@ -627,8 +632,10 @@ pub struct Shape {
     vocab: u64,
     /// Query heads × head width (the attention output's width).
     q_width: u64,
-    /// K and V widths together.
+    /// K and V widths together, and their geometry (of the first attention layer).
     kv_width: u64,
+    kv_heads: u64,
+    head_dim: u64,
     /// The dense MLP's width (0 when every layer routes to experts).
     intermediate: u64,
     moe: Option<MoeShape>,
@@ -637,6 +644,7 @@ pub struct Shape {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MoeShape {
+    experts: u64,
     active: u64,
     shared: u64,
     /// One expert's MLP width.
@@ -645,7 +653,7 @@ pub struct MoeShape {
 
 impl Shape {
     fn of(model: &Model, dtype: KvDtype) -> Shape {
-        let (q_width, kv_width) = model
+        let (q_width, kv_width, kv_heads, head_dim) = model
             .layers
             .iter()
             .find_map(|m| match *m {
@@ -657,18 +665,23 @@ impl Shape {
                 } => Some((
                     model.heads.saturating_mul(head_dim),
                     kv_heads.saturating_mul(head_dim.saturating_add(v_head_dim)),
+                    kv_heads,
+                    head_dim,
                 )),
                 _ => None,
             })
-            .unwrap_or((model.hidden, model.hidden.saturating_mul(2)));
+            .unwrap_or((model.hidden, model.hidden.saturating_mul(2), model.heads, 0));
         Shape {
             hidden: model.hidden,
             heads: model.heads,
             vocab: model.vocab,
             q_width,
             kv_width,
+            kv_heads,
+            head_dim,
             intermediate: model.intermediate.unwrap_or(0),
             moe: model.moe.as_ref().map(|m| MoeShape {
+                experts: m.experts,
                 active: m.active,
                 shared: m.shared,
                 width: m.expert_intermediate_size.unwrap_or(0),
