@@ -198,20 +198,22 @@ fn a_plan_that_does_not_fit_exits_four_and_says_so_first() {
     );
 }
 
+/// The first artifact's finding codes.
+fn codes(v: &Value) -> Vec<String> {
+    v["artifacts"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["code"].as_str().map(str::to_owned))
+        .collect()
+}
+
 #[test]
 fn a_plan_with_under_five_percent_to_spare_is_a_tight_fit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = |context: &str| -> Value {
         let out = llama_8b(&dir, &["--json", "--devices", "l4:1", "--context", context]);
         serde_json::from_slice(&out.stdout).expect("json")
-    };
-    let codes = |v: &Value| -> Vec<String> {
-        v["artifacts"][0]["findings"]
-            .as_array()
-            .expect("findings")
-            .iter()
-            .filter_map(|f| f["code"].as_str().map(str::to_owned))
-            .collect()
     };
     let roomy = json("4096");
     assert_eq!(roomy["memory"]["fits"], true);
@@ -320,4 +322,36 @@ fn llama_3_1_70b_on_two_h100s_at_32k_does_not_fit() {
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("DOES NOT FIT"), "{text}");
+}
+
+#[test]
+fn llama_3_1_70b_on_two_h100s_is_a_tight_fit_at_the_longest_context_that_fits() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("meta-llama/Llama-3.1-70B", dir.path());
+    let plan = |context: &str| -> (Option<i32>, Value) {
+        let out = preflight(&[
+            "plan",
+            repo.to_str().expect("utf8"),
+            "--json",
+            "--devices",
+            "h100-80gb:2",
+            "--context",
+            context,
+        ]);
+        let v = serde_json::from_slice(&out.stdout).expect("json");
+        (out.status.code(), v)
+    };
+    let (status, at_32k) = plan("32k");
+    assert_eq!(status, Some(4));
+    let longest = at_32k["memory"]["max_context_that_fits"].as_u64().expect("longest");
+    assert!(longest < 32_768, "{longest}");
+    // There the KV pool takes what the budget had left: it fits, with under 5% to spare.
+    let (status, tight) = plan(&longest.to_string());
+    assert_eq!(status, Some(0));
+    assert_eq!(tight["memory"]["fits"], true);
+    assert!(
+        codes(&tight).contains(&"memory.tight_fit".to_owned()),
+        "{:?}",
+        codes(&tight)
+    );
 }
