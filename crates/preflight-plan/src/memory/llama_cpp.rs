@@ -143,8 +143,10 @@ impl Context {
             width: 0,
         });
         let windowed = sizing.caches.iter().find(|c| c.cap.is_some());
+        let sequences = self.sequences.max(1);
         GraphShape {
-            tokens: self.tokens,
+            tokens: self.tokens.div_ceil(sequences).saturating_mul(sequences),
+            outputs: self.tokens,
             hidden: shape.hidden,
             heads: shape.heads,
             kv_heads: shape.kv_heads,
@@ -320,7 +322,10 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
 /// What llama.cpp's graph for one micro-batch is built from.
 #[derive(Debug, Clone)]
 pub struct GraphShape {
+    /// The micro-batch, rounded up to a multiple of the sequences (`graph_reserve`,
+    /// llama-context.cpp:2528-2530), and the outputs of it: `min(n_ctx, n_ubatch)`.
     pub tokens: u64,
+    pub outputs: u64,
     pub hidden: u64,
     pub heads: u64,
     pub kv_heads: u64,
@@ -376,7 +381,7 @@ pub fn openai_moe_graph(s: &GraphShape) -> Graph {
             (full, cache_inputs(&mut g, s.sliding_cells))
         }
     };
-    let out_ids = g.input(I32, [t, 1, 1, 1]);
+    let out_ids = g.input(I32, [s.outputs, 1, 1, 1]);
     let cache = g.external(
         F16,
         [
@@ -494,11 +499,11 @@ pub fn openai_moe_graph(s: &GraphShape) -> Graph {
     }
     // `t_h_nextn`: the last layer's output is a graph output, so it is never freed.
     g.set_output(layer_in);
-    let rows = g.op(F32, [e, t, 1, 1], &[layer_in, out_ids], false);
+    let rows = g.op(F32, [e, s.outputs, 1, 1], &[layer_in, out_ids], false);
     let norm = g.like(rows, &[rows], true);
     let result_norm = g.like(norm, &[norm, weight], true);
     g.set_output(result_norm);
-    let logits = g.op(F32, [s.vocab, t, 1, 1], &[weight, result_norm], false);
+    let logits = g.op(F32, [s.vocab, s.outputs, 1, 1], &[weight, result_norm], false);
     g.set_output(logits);
     g
 }
