@@ -216,6 +216,8 @@ impl Mixer {
 pub enum LlamaCppGraph {
     /// `src/models/openai-moe.cpp` (gpt-oss).
     OpenAiMoe,
+    /// `src/models/llama.cpp` (GGUF architecture `llama`).
+    Llama,
 }
 
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin

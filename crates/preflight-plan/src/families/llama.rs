@@ -60,7 +60,14 @@ pub static FAMILY: Family = Family {
         architectures: &[("llama", "llama"), ("mistral", "mistral")],
         keys: &[],
         tensors: &[],
-        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1),
+        normalize: |model_type, kv| {
+            let mut normalized = llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1)?;
+            // GGUF `mistral` files are built by another graph (`src/models/mistral3.cpp`).
+            if model_type == "llama" {
+                normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Llama);
+            }
+            Some(normalized)
+        },
     }),
     ..Family::BASE
 };
@@ -95,13 +102,15 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     };
     let mut shapes = dims.base_shapes();
     shapes.extend(dims.qkv_shapes());
-    Some(Normalized {
-        model: dims.model(
-            model_type,
-            FAMILY.name,
-            uniform(dims.layers, dims.attention(span)),
-            None,
-        ),
-        shapes,
-    })
+    let mut model = dims.model(
+        model_type,
+        FAMILY.name,
+        uniform(dims.layers, dims.attention(span)),
+        None,
+    );
+    // `convert_hf_to_gguf.py` writes a `llama` checkpoint as GGUF architecture `llama`.
+    if model_type == "llama" {
+        model.llama_cpp_graph = Some(LlamaCppGraph::Llama);
+    }
+    Some(Normalized { model, shapes })
 }

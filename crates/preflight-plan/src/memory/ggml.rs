@@ -2,8 +2,10 @@
 //! offset `ggml_gallocr_reserve` reaches placing a graph's tensors, node by node, in one
 //! buffer (vendored tree 0c1e570, `ggml/src/ggml-alloc.c`). Where the logits land depends on
 //! which tensors are still alive and where the earlier ones were put, so only a replay of the
-//! same graph under the same rules gives the figure; [`Graph`] is that graph, built in
-//! llama.cpp's node order, and [`Graph::reserve`] the allocator.
+//! same graph under the same rules gives the figure. [`Graph`] is that graph: tensors made as
+//! llama.cpp's builders make them, ordered as `ggml_build_forward_expand` orders them
+//! ([`Graph::expand`], a depth-first walk, sources in order: `ggml.c` `ggml_visit_parents_graph`),
+//! and [`Graph::reserve`] the allocator.
 
 /// A tensor's element type, as far as layouts and sizes go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,12 +52,13 @@ struct Tensor {
 }
 
 /// A ggml compute graph: its tensors, the nodes in execution order and the inputs in leaf
-/// order (ggml-alloc allocates inputs first, in that order).
+/// order (ggml-alloc allocates inputs first, in that order), both as [`Graph::expand`] met them.
 #[derive(Debug, Clone, Default)]
 pub struct Graph {
     tensors: Vec<Tensor>,
     nodes: Vec<Id>,
     inputs: Vec<Id>,
+    visited: Vec<bool>,
 }
 
 fn contiguous(ty: Type, ne: [u64; 4]) -> [u64; 4] {
@@ -90,16 +93,12 @@ impl Graph {
     }
 
     pub fn input(&mut self, ty: Type, ne: [u64; 4]) -> Id {
-        let id = self.new_tensor(ty, ne, Kind::Input, &[]);
-        self.inputs.push(id);
-        id
+        self.new_tensor(ty, ne, Kind::Input, &[])
     }
 
     /// A node computing a new contiguous tensor from `src`.
     pub fn op(&mut self, ty: Type, ne: [u64; 4], src: &[Id], inplace: bool) -> Id {
-        let id = self.new_tensor(ty, ne, Kind::Op { inplace }, src);
-        self.nodes.push(id);
-        id
+        self.new_tensor(ty, ne, Kind::Op { inplace }, src)
     }
 
     /// A node of the same type and shape as `like` (element-wise ops, norms, rope).
@@ -118,7 +117,7 @@ impl Graph {
         let parent = &self.tensors[src.0];
         let (root, base) = parent.view_src.unwrap_or((src, 0));
         let ty = parent.ty;
-        let id = self.push(Tensor {
+        self.push(Tensor {
             ty,
             ne,
             nb,
@@ -126,9 +125,7 @@ impl Graph {
             src: vec![src],
             view_src: Some((root, base.saturating_add(offset))),
             output: false,
-        });
-        self.nodes.push(id);
-        id
+        })
     }
 
     pub fn reshape(&mut self, src: Id, ne: [u64; 4]) -> Id {
@@ -147,7 +144,7 @@ impl Graph {
     pub fn write_into(&mut self, target: Id, src: &[Id]) -> Id {
         let Tensor { ty, ne, nb, .. } = self.tensors[target.0];
         let root = self.tensors[target.0].view_src.unwrap_or((target, 0));
-        let id = self.push(Tensor {
+        self.push(Tensor {
             ty,
             ne,
             nb,
@@ -155,9 +152,35 @@ impl Graph {
             src: src.to_vec(),
             view_src: Some(root),
             output: false,
-        });
-        self.nodes.push(id);
-        id
+        })
+    }
+
+    /// `ggml_build_forward_expand`: every tensor `root` depends on not yet in the graph,
+    /// sources before the tensors reading them, in source order; inputs join the leaves.
+    /// Iterative, so a deep stack of layers cannot exhaust the call stack.
+    pub fn expand(&mut self, root: Id) {
+        self.visited.resize(self.tensors.len(), false);
+        let mut stack = vec![(root, 0usize)];
+        while let Some((id, next)) = stack.pop() {
+            if next == 0 {
+                if self.visited[id.0] {
+                    continue;
+                }
+                self.visited[id.0] = true;
+            }
+            if let Some(&src) = self.tensors[id.0].src.get(next) {
+                stack.push((id, next + 1));
+                if !self.visited[src.0] {
+                    stack.push((src, 0));
+                }
+                continue;
+            }
+            match self.tensors[id.0].kind {
+                Kind::Input => self.inputs.push(id),
+                Kind::External => {}
+                Kind::Op { .. } => self.nodes.push(id),
+            }
+        }
     }
 
     /// `ggml_set_output`: never freed, never reused in place.
@@ -432,13 +455,28 @@ mod tests {
                 g.set_output(b);
             }
             let c = g.like(b, &[b], true);
-            g.like(c, &[c, x], true);
+            let last = g.like(c, &[c, x], true);
+            g.expand(last);
             g.reserve(32)
         };
         // The input, and one buffer the in-place ops share.
         assert_eq!(chain(false), 2 * 1024);
         // An output is never reused or freed: the op after it needs its own buffer.
         assert_eq!(chain(true), 3 * 1024);
+    }
+
+    #[test]
+    fn expanding_orders_sources_first_and_meets_inputs_as_leaves() {
+        let mut g = Graph::default();
+        let (x, y) = (g.input(Type::F32, [1, 1, 1, 1]), g.input(Type::F32, [1, 1, 1, 1]));
+        let a = g.like(x, &[y], false);
+        let b = g.like(x, &[x], false);
+        let c = g.like(x, &[a, b], false);
+        g.expand(b);
+        g.expand(c);
+        assert_eq!(g.nodes, [b, a, c]);
+        // `x` was met first, through `b`.
+        assert_eq!(g.inputs, [x, y]);
     }
 
     #[test]
@@ -451,7 +489,8 @@ mod tests {
         // while `a` is still held by its view.
         let b = g.op(Type::F32, [16, 16, 1, 1], &[view], true);
         // `a` is freed once `b` has read the view, and the next op takes its place.
-        g.op(Type::F32, [256, 1, 1, 1], &[b, x], false);
+        let last = g.op(Type::F32, [256, 1, 1, 1], &[b, x], false);
+        g.expand(last);
         assert_eq!(g.reserve(32), 3 * 1024);
     }
 }

@@ -5,7 +5,7 @@
 //! names llama.cpp's graph, else estimated by its largest stage. Every buffer here is one
 //! llama.cpp allocates; none is a margin.
 
-use super::ggml::{self, Graph, Id};
+use super::ggml::{Graph, Id, Type};
 use super::{LayerCache, Shape, Sizing, Target};
 use crate::model::{LlamaCppGraph, Mixer, StateDtype};
 use crate::options::PlanOptions;
@@ -155,6 +155,7 @@ impl Context {
             experts: moe.experts,
             experts_used: moe.active,
             expert_width: moe.width,
+            ffn_width: shape.intermediate,
             sliding: sizing
                 .layer_groups
                 .iter()
@@ -262,8 +263,13 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     let ctx = Context::new(context, sizing.sequences, &knobs);
     let kv = ctx.kv(&sizing.caches);
     let compute = match sizing.llama_cpp_graph {
-        Some(LlamaCppGraph::OpenAiMoe) => {
-            openai_moe_graph(&ctx.graph_shape(sizing, knobs.flash_attn)).reserve(ALIGNMENT)
+        Some(graph) => {
+            let shape = ctx.graph_shape(sizing, knobs.flash_attn);
+            let graph = match graph {
+                LlamaCppGraph::OpenAiMoe => openai_moe_graph(&shape),
+                LlamaCppGraph::Llama => llama_graph(&shape),
+            };
+            graph.reserve(ALIGNMENT)
         }
         None => ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn),
     };
@@ -331,6 +337,8 @@ pub struct GraphShape {
     pub kv_heads: u64,
     pub head_dim: u64,
     pub vocab: u64,
+    /// The dense feed-forward width (0 where every layer routes to experts).
+    pub ffn_width: u64,
     pub experts: u64,
     pub experts_used: u64,
     pub expert_width: u64,
@@ -343,169 +351,329 @@ pub struct GraphShape {
     pub flash_attn: bool,
 }
 
-/// llama.cpp's gpt-oss graph (`src/models/openai-moe.cpp`, with `build_norm`, `build_qkv`,
-/// `build_attn` and `build_moe_ffn` of `llama-graph.cpp`) in the order `ggml_build_forward_expand`
-/// lists its nodes, as `sched_reserve` builds it: `tokens` tokens, every one an output, against
-/// the full caches. Inputs come in leaf order: tokens, the unused embeddings input of
-/// `build_inp_embd`'s select, positions, then per cache (full, then sliding) the K and V row
-/// indices and the mask, then the output ids.
-pub fn openai_moe_graph(s: &GraphShape) -> Graph {
-    use ggml::Type::{F16, F32, I32, I64};
-    let mut g = Graph::default();
-    let (t, e) = (s.tokens, s.hidden);
-    let (q_width, kv_width) = (
-        s.heads.saturating_mul(s.head_dim),
-        s.kv_heads.saturating_mul(s.head_dim),
-    );
-    let weight = g.external(F32, [1, 1, 1, 1]);
-    let tokens = g.input(I32, [t, 1, 1, 1]);
-    g.input(F32, [e, t, 1, 1]);
-    let positions = g.input(I32, [t, 1, 1, 1]);
-    // V rows are scattered one element a row when the cache is transposed (no flash attention).
-    let v_rows = if s.flash_attn { t } else { t.saturating_mul(kv_width) };
-    let mask_type = if s.flash_attn { F16 } else { F32 };
-    let cache_inputs = |g: &mut Graph, cells: u64| {
-        let k = g.input(I64, [t, 1, 1, 1]);
-        let v = g.input(I64, [v_rows, 1, 1, 1]);
-        let mask = g.input(mask_type, [cells, t, 1, 1]);
-        (k, v, mask)
-    };
-    // Leaves are listed as the graph walk meets them: the first layer's cache first.
-    let (full, sliding) = match s.sliding.first() {
-        Some(true) => {
-            let sliding = cache_inputs(&mut g, s.sliding_cells);
-            (cache_inputs(&mut g, s.full_cells), sliding)
-        }
-        _ => {
-            let full = cache_inputs(&mut g, s.full_cells);
-            (full, cache_inputs(&mut g, s.sliding_cells))
-        }
-    };
-    let out_ids = g.input(I32, [s.outputs, 1, 1, 1]);
-    let cache = g.external(
-        F16,
-        [
-            kv_width,
-            s.full_cells.max(s.sliding_cells).saturating_mul(s.streams),
-            1,
-            1,
-        ],
-    );
+/// One cache's graph inputs (`build_input_k_idxs`, `build_input_v_idxs`,
+/// `build_attn_inp_kq_mask`) and the cells a stream of it holds.
+#[derive(Debug, Clone, Copy)]
+struct CacheInputs {
+    k_idxs: Id,
+    v_idxs: Id,
+    mask: Id,
+    cells: u64,
+}
 
-    let mut layer_in = g.op(F32, [e, t, 1, 1], &[weight, tokens], false);
-    for &windowed in &s.sliding {
-        let (k_idxs, v_idxs, mask) = if windowed { sliding } else { full };
-        let cells = if windowed { s.sliding_cells } else { s.full_cells };
-        let norm = g.like(layer_in, &[layer_in], true);
-        let attn_norm = g.like(norm, &[norm, weight], true);
-        let project = |g: &mut Graph, heads: u64, rope: bool| {
-            let x = g.op(
-                F32,
-                [heads.saturating_mul(s.head_dim), t, 1, 1],
-                &[weight, attn_norm],
-                false,
-            );
-            let x = g.like(x, &[x, weight], true);
-            let x = g.reshape(x, [s.head_dim, heads, t, 1]);
+/// The order `build_attn` expands Q, K and V in: the unified cache's K last (for rope
+/// fusion), the sliding-window pair's in order (llama-graph.cpp:2895-2897, 3066-3068).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ExpandOrder {
+    /// Q, V, K.
+    KLast,
+    /// Q, K, V.
+    InOrder,
+}
+
+/// How `build_moe_ffn` turns the router's logits into expert weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gating {
+    /// Softmax over all experts, the chosen weights renormalised (`norm_w`): Qwen3-MoE, Mixtral.
+    SoftmaxNormalised,
+    /// Top-k of the logits, softmax over the chosen (gpt-oss).
+    SoftmaxOfChosen,
+}
+
+/// `llm_graph_context`'s builders over a [`Graph`], each making the tensors llama-graph.cpp
+/// makes and expanding where it expands; weights and the KV cache stand for one external
+/// tensor (they are never placed in the compute buffer).
+struct Builder<'s> {
+    g: Graph,
+    s: &'s GraphShape,
+    weight: Id,
+    cache: Id,
+    positions: Id,
+}
+
+impl<'s> Builder<'s> {
+    /// `build_inp_embd` (the token rows, beside the unused embeddings input its select keeps)
+    /// and `build_inp_pos`.
+    fn new(s: &'s GraphShape) -> (Builder<'s>, Id) {
+        let mut g = Graph::default();
+        let t = s.tokens;
+        let weight = g.external(Type::F32, [1, 1, 1, 1]);
+        let cache = g.external(Type::F16, [1, 1, 1, 1]);
+        let tokens = g.input(Type::I32, [t, 1, 1, 1]);
+        let embeddings = g.input(Type::F32, [s.hidden, t, 1, 1]);
+        let rows = g.op(Type::F32, [s.hidden, t, 1, 1], &[weight, tokens], false);
+        g.expand(rows);
+        g.expand(embeddings);
+        let positions = g.input(Type::I32, [t, 1, 1, 1]);
+        let builder = Builder {
+            g,
+            s,
+            weight,
+            cache,
+            positions,
+        };
+        (builder, rows)
+    }
+
+    fn cache_inputs(&mut self, cells: u64) -> CacheInputs {
+        let (t, kv_width) = (self.s.tokens, self.s.kv_heads.saturating_mul(self.s.head_dim));
+        // V rows are scattered one element a row when the cache is transposed (no flash
+        // attention), and the mask is f16 only for flash attention.
+        let (v_rows, mask_type) = match self.s.flash_attn {
+            true => (t, Type::F16),
+            false => (t.saturating_mul(kv_width), Type::F32),
+        };
+        CacheInputs {
+            k_idxs: self.g.input(Type::I64, [t, 1, 1, 1]),
+            v_idxs: self.g.input(Type::I64, [v_rows, 1, 1, 1]),
+            mask: self.g.input(mask_type, [cells, t, 1, 1]),
+            cells,
+        }
+    }
+
+    /// `build_norm(LLM_NORM_RMS)` with its weight.
+    fn norm(&mut self, x: Id) -> Id {
+        let normed = self.g.like(x, &[x], true);
+        self.g.like(normed, &[normed, self.weight], true)
+    }
+
+    /// `build_lora_mm`, and the bias when the layer has one.
+    fn linear(&mut self, x: Id, rows: u64, tokens: u64, bias: bool) -> Id {
+        let y = self.g.op(Type::F32, [rows, tokens, 1, 1], &[self.weight, x], false);
+        match bias {
+            true => self.g.like(y, &[y, self.weight], true),
+            false => y,
+        }
+    }
+
+    /// `build_qkv` (separate projections), rope on Q and K, and `build_attn` with the output
+    /// projection: the K and V rows written into the cache, then attention over all of it.
+    fn attention(&mut self, x: Id, cache: CacheInputs, order: ExpandOrder, bias: bool, sinks: bool) -> Id {
+        let s = self.s;
+        let (t, d) = (s.tokens, s.head_dim);
+        let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
+        let head = |b: &mut Self, heads: u64, rope: bool| {
+            let y = b.linear(x, heads.saturating_mul(d), t, bias);
+            let y = b.g.reshape(y, [d, heads, t, 1]);
             match rope {
-                true => g.like(x, &[x, positions], true),
-                false => x,
+                true => b.g.like(y, &[y, b.positions, b.weight], true),
+                false => y,
             }
         };
-        let q = project(&mut g, s.heads, true);
-        let k = project(&mut g, s.kv_heads, true);
-        let v = project(&mut g, s.kv_heads, false);
+        let q = head(self, s.heads, true);
+        let k = head(self, s.kv_heads, true);
+        let v = head(self, s.kv_heads, false);
+        let expanded = match order {
+            ExpandOrder::KLast => [q, v, k],
+            ExpandOrder::InOrder => [q, k, v],
+        };
+        for y in expanded {
+            self.g.expand(y);
+        }
+        let g = &mut self.g;
         let k_rows = g.reshape(k, [kv_width, t, 1, 1]);
-        g.write_into(cache, &[k_rows, k_idxs, cache]);
-        let view_of_cache = |g: &mut Graph| {
-            let view = g.view(cache, [s.head_dim, s.kv_heads, cells, s.streams], g.strides(cache), 0);
+        let written = g.write_into(self.cache, &[k_rows, cache.k_idxs, self.cache]);
+        g.expand(written);
+        let written = match s.flash_attn {
+            true => {
+                let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
+                g.write_into(self.cache, &[v_rows, cache.v_idxs, self.cache])
+            }
+            false => {
+                let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
+                let v_elements = g.reshape(v_rows, [1, t.saturating_mul(kv_width), 1, 1]);
+                let cache_elements = g.reshape(self.cache, [1, 1, 1, 1]);
+                g.write_into(cache_elements, &[v_elements, cache.v_idxs, cache_elements])
+            }
+        };
+        g.expand(written);
+        // `build_attn_mha`: Q, K and V as views of their heads across the streams.
+        let streams = s.streams.max(1);
+        let cache_view = |g: &mut Graph| {
+            let view = g.view(
+                self.cache,
+                [d, s.kv_heads, cache.cells, streams],
+                g.strides(self.cache),
+                0,
+            );
             g.permute_0213(view)
         };
-        let attention = if s.flash_attn {
-            let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
-            g.write_into(cache, &[v_rows, v_idxs, cache]);
-            let q_view = g.reshape(q, [s.head_dim, s.heads, t, 1]);
-            let q = g.permute_0213(q_view);
-            let k = view_of_cache(&mut g);
-            let v = view_of_cache(&mut g);
-            let out = g.op(F32, [s.head_dim, s.heads, t, 1], &[q, k, v, mask, weight], false);
-            g.reshape(out, [q_width, t, 1, 1])
-        } else {
-            let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
-            let v_elements = g.reshape(v_rows, [1, t.saturating_mul(kv_width), 1, 1]);
-            let cache_elements = g.reshape(cache, [1, 1, 1, 1]);
-            g.write_into(cache_elements, &[v_elements, v_idxs, cache_elements]);
-            let v = view_of_cache(&mut g);
-            let k = view_of_cache(&mut g);
-            let q_view = g.reshape(q, [s.head_dim, s.heads, t, 1]);
-            let q = g.permute_0213(q_view);
-            let scores = g.op(
-                F32,
-                [cells, t.div_ceil(s.streams.max(1)), s.heads, s.streams],
-                &[k, q],
-                false,
-            );
-            let scores = g.like(scores, &[scores, mask, weight], true);
-            let mixed = g.op(F32, [s.head_dim, t, s.heads, 1], &[v, scores], false);
-            let permuted = g.permute_0213(mixed);
-            g.op(F32, [q_width, t, 1, 1], &[permuted], false)
+        let q_view = g.reshape(q, [d, s.heads, t, 1]);
+        let q = g.permute_0213(q_view);
+        let (k, v) = (cache_view(g), cache_view(g));
+        let mut sources = vec![q, k, v, cache.mask];
+        let out = match s.flash_attn {
+            true => {
+                if sinks {
+                    sources.push(self.weight);
+                }
+                let out = g.op(Type::F32, [d, s.heads, t, 1], &sources, false);
+                g.reshape(out, [q_width, t, 1, 1])
+            }
+            false => {
+                let scores = g.op(Type::F32, [cache.cells, t / streams, s.heads, streams], &[k, q], false);
+                let mut softmax = vec![scores, cache.mask];
+                if sinks {
+                    softmax.push(self.weight);
+                }
+                let scores = g.like(scores, &softmax, true);
+                let mixed = g.op(Type::F32, [d, t / streams, s.heads, streams], &[v, scores], false);
+                let permuted = g.permute_0213(mixed);
+                g.op(Type::F32, [q_width, t, 1, 1], &[permuted], false)
+            }
         };
-        let out = g.op(F32, [e, t, 1, 1], &[weight, attention], false);
-        let out = g.like(out, &[out, weight], true);
-        let ffn_in = g.like(out, &[out, layer_in], true);
-        let norm = g.like(ffn_in, &[ffn_in], true);
-        let post_norm = g.like(norm, &[norm, weight], true);
-        // The router: logits, their bias, top-k, and the softmax over the chosen weights.
-        let logits = g.op(F32, [s.experts, t, 1, 1], &[weight, post_norm], false);
-        let probs = g.like(logits, &[logits, weight], true);
+        self.linear(out, s.hidden, t, bias)
+    }
+
+    /// `build_ffn(LLM_FFN_SILU, LLM_FFN_PAR)`: gate and up, SwiGLU, down.
+    fn ffn(&mut self, x: Id, tokens: u64) -> Id {
+        let width = self.s.ffn_width;
+        let up = self.linear(x, width, tokens, false);
+        let gate = self.linear(x, width, tokens, false);
+        let act = self.g.op(Type::F32, [width, tokens, 1, 1], &[gate, up], false);
+        self.linear(act, self.s.hidden, tokens, false)
+    }
+
+    /// `build_moe_ffn` (llama-graph.cpp:2007-2373): router, top-k, the chosen experts' gate,
+    /// up and down (with biases where the model has them), weighted and summed.
+    fn moe(&mut self, x: Id, gating: Gating, bias: bool) -> Id {
+        let s = self.s;
+        let (t, e, used, width) = (s.tokens, s.hidden, s.experts_used, s.expert_width);
+        let w = self.weight;
+        let logits = self.linear(x, s.experts, t, bias);
+        let g = &mut self.g;
+        let probs = match gating {
+            Gating::SoftmaxNormalised => g.like(logits, &[logits], true),
+            Gating::SoftmaxOfChosen => logits,
+        };
+        let order = g.op(Type::I32, [s.experts, t, 1, 1], &[probs], false);
+        let chosen = g.view(order, [used, t, 1, 1], g.strides(order), 0);
         let probs_3d = g.reshape(probs, [1, s.experts, t, 1]);
-        let order = g.op(I32, [s.experts, t, 1, 1], &[probs], false);
-        let top_k = g.view(order, [s.experts_used, t, 1, 1], g.strides(order), 0);
-        let chosen = g.op(F32, [1, s.experts_used, t, 1], &[probs_3d, top_k], false);
-        let chosen_2d = g.reshape(chosen, [s.experts_used, t, 1, 1]);
-        let softmax = g.op(F32, [s.experts_used, t, 1, 1], &[chosen_2d], true);
-        let weights = g.reshape(softmax, [1, s.experts_used, t, 1]);
-        // The experts: gate and up, the clamped SwiGLU, down, each with its bias.
-        let x = g.reshape(post_norm, [e, 1, t, 1]);
-        let expert = |g: &mut Graph, width: u64, input: Id| {
-            let y = g.op(F32, [width, s.experts_used, t, 1], &[weight, input, top_k], false);
-            g.like(y, &[y, weight, top_k], true)
+        let weights = g.op(Type::F32, [1, used, t, 1], &[probs_3d, chosen], false);
+        let weights = match gating {
+            Gating::SoftmaxOfChosen => {
+                let flat = g.reshape(weights, [used, t, 1, 1]);
+                let softmax = g.op(Type::F32, [used, t, 1, 1], &[flat], true);
+                g.reshape(softmax, [1, used, t, 1])
+            }
+            Gating::SoftmaxNormalised => {
+                let flat = g.reshape(weights, [used, t, 1, 1]);
+                let sum = g.op(Type::F32, [1, t, 1, 1], &[flat], false);
+                let sum = g.like(sum, &[sum], true);
+                let normalised = g.op(Type::F32, [used, t, 1, 1], &[flat, sum], true);
+                g.reshape(normalised, [1, used, t, 1])
+            }
         };
-        let gate = expert(&mut g, s.expert_width, x);
-        let up = expert(&mut g, s.expert_width, x);
-        let act = g.op(F32, [s.expert_width, s.experts_used, t, 1], &[gate, up], false);
-        let down = expert(&mut g, e, act);
+        g.expand(weights);
+        let x = g.reshape(x, [e, 1, t, 1]);
+        let expert = |g: &mut Graph, rows: u64, input: Id| {
+            let y = g.op(Type::F32, [rows, used, t, 1], &[w, input, chosen], false);
+            match bias {
+                true => g.like(y, &[y, w, chosen], true),
+                false => y,
+            }
+        };
+        let up = expert(g, width, x);
+        let gate = expert(g, width, x);
+        let act = g.op(Type::F32, [width, used, t, 1], &[gate, up], false);
+        let down = expert(g, e, act);
         let weighted = g.like(down, &[down, weights], true);
+        g.expand(weighted);
         let nb = g.strides(weighted);
-        let views: Vec<Id> = (0..s.experts_used)
+        let views: Vec<Id> = (0..used)
             .map(|i| {
-                g.view(
+                let view = g.view(
                     weighted,
                     [e, t, 1, 1],
                     [nb[0], nb[2], nb[3], nb[3]],
                     i.saturating_mul(nb[1]),
-                )
+                );
+                g.expand(view);
+                view
             })
             .collect();
-        let mut sum = match views.as_slice() {
-            [first, second, ..] => g.op(F32, [e, t, 1, 1], &[*first, *second], true),
-            [only] => g.op(F32, [e, t, 1, 1], &[*only], false),
-            [] => ffn_in,
+        let Some((&first, rest)) = views.split_first() else {
+            return x;
         };
-        for view in views.iter().skip(2) {
-            sum = g.like(sum, &[sum, *view], true);
+        if rest.is_empty() {
+            // One expert: `ggml_cont` of its view.
+            return g.op(Type::F32, [e, t, 1, 1], &[first], false);
         }
-        layer_in = g.like(sum, &[sum, ffn_in], true);
+        let mut sum = first;
+        for &view in rest {
+            sum = match sum == first {
+                true => g.op(Type::F32, [e, t, 1, 1], &[first, view], true),
+                false => g.like(sum, &[sum, view], true),
+            };
+            g.expand(sum);
+        }
+        sum
     }
-    // `t_h_nextn`: the last layer's output is a graph output, so it is never freed.
-    g.set_output(layer_in);
-    let rows = g.op(F32, [e, s.outputs, 1, 1], &[layer_in, out_ids], false);
-    let norm = g.like(rows, &[rows], true);
-    let result_norm = g.like(norm, &[norm, weight], true);
-    g.set_output(result_norm);
-    let logits = g.op(F32, [s.vocab, s.outputs, 1, 1], &[weight, result_norm], false);
-    g.set_output(logits);
-    g
+
+    /// The final norm and the logits of the outputs; both are graph outputs.
+    fn output(mut self, x: Id) -> Graph {
+        let result_norm = self.norm(x);
+        self.g.set_output(result_norm);
+        let logits = self.linear(result_norm, self.s.vocab, self.s.outputs, false);
+        self.g.set_output(logits);
+        self.g.expand(logits);
+        self.g
+    }
+}
+
+/// llama.cpp's gpt-oss graph (`src/models/openai-moe.cpp`) as `sched_reserve` builds it:
+/// `tokens` tokens against the full caches, attention with biases and sinks, the MoE with
+/// biased experts and the softmax of the chosen logits; the last layer's output is
+/// `t_h_nextn`, a graph output, and the output rows are taken after the layers.
+pub fn openai_moe_graph(s: &GraphShape) -> Graph {
+    let (mut b, mut layer_in) = Builder::new(s);
+    let full = b.cache_inputs(s.full_cells);
+    let sliding = b.cache_inputs(s.sliding_cells);
+    let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
+    for &windowed in &s.sliding {
+        let cache = if windowed { sliding } else { full };
+        let x = b.norm(layer_in);
+        let attention = b.attention(x, cache, ExpandOrder::InOrder, true, true);
+        let ffn_in = b.g.like(attention, &[attention, layer_in], true);
+        let x = b.norm(ffn_in);
+        let moe = b.moe(x, Gating::SoftmaxOfChosen, true);
+        layer_in = b.g.like(moe, &[moe, ffn_in], true);
+    }
+    b.g.set_output(layer_in);
+    let rows =
+        b.g.op(Type::F32, [s.hidden, s.outputs, 1, 1], &[layer_in, out_ids], false);
+    b.output(rows)
+}
+
+/// llama.cpp's Llama graph (`src/models/llama.cpp`): one unified KV cache, Q, V, K expanded
+/// in that order, no biases; at the last layer the attention output and the residual are cut
+/// to the output rows before the feed-forward (a dense SwiGLU, or the MoE with normalised
+/// softmax weights).
+pub fn llama_graph(s: &GraphShape) -> Graph {
+    let (mut b, mut layer_in) = Builder::new(s);
+    let cache = b.cache_inputs(s.full_cells);
+    let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
+    let layers = s.sliding.len();
+    for il in 0..layers {
+        let x = b.norm(layer_in);
+        let mut attention = b.attention(x, cache, ExpandOrder::KLast, false, false);
+        let mut residual = layer_in;
+        let mut tokens = s.tokens;
+        if il + 1 == layers {
+            tokens = s.outputs;
+            attention =
+                b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[attention, out_ids], false);
+            residual = b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[residual, out_ids], false);
+        }
+        let ffn_in = b.g.like(attention, &[attention, residual], true);
+        let x = b.norm(ffn_in);
+        let out = match s.experts {
+            0 => b.ffn(x, tokens),
+            _ => b.moe(x, Gating::SoftmaxNormalised, false),
+        };
+        layer_in = b.g.like(out, &[out, ffn_in], true);
+    }
+    b.output(layer_in)
 }
 
 #[cfg(test)]
