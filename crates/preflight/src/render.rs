@@ -384,10 +384,11 @@ fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
                 bytes(first.total_bytes.saturating_sub(first.usable_bytes))
             )
         };
+        // A device given by size is named by its capacity in bytes: shown as a size.
+        let name = first.device.parse::<u64>().map_or_else(|_| first.device.clone(), bytes);
         let _ = writeln!(
             out,
-            "  {which:<13}{:<11}[{}] {} / {} usable  {verdict}",
-            first.device,
+            "  {which:<13}{name:<11}[{}] {} / {} usable  {verdict}",
             bar(first),
             bytes(first.total_bytes),
             bytes(first.usable_bytes)
