@@ -218,6 +218,8 @@ pub enum LlamaCppGraph {
     OpenAiMoe,
     /// `src/models/llama.cpp` (GGUF architecture `llama`).
     Llama,
+    /// `src/models/qwen3.cpp` and `qwen3moe.cpp`: Llama's with per-head Q and K norms.
+    Qwen3,
 }
 
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin

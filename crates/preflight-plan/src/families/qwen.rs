@@ -62,7 +62,7 @@ pub static FAMILY: Family = Family {
         architectures: &[("qwen2", "qwen2"), ("qwen3", "qwen3")],
         keys: &[],
         tensors: &[],
-        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1),
+        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1).map(with_llama_cpp_graph),
     }),
     ..Family::BASE
 };
@@ -84,7 +84,9 @@ pub static MOE_FAMILY: Family = Family {
         architectures: &[("qwen3moe", "qwen3_moe")],
         keys: &[],
         tensors: &[],
-        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, MOE_FAMILY.name, kv, 1),
+        normalize: |model_type, kv| {
+            llama_cpp::read_decoder(model_type, MOE_FAMILY.name, kv, 1).map(with_llama_cpp_graph)
+        },
     }),
     ..Family::BASE
 };
@@ -193,5 +195,14 @@ pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &m
     if !dense {
         model.intermediate = None;
     }
-    Some(Normalized { model, shapes })
+    Some(with_llama_cpp_graph(Normalized { model, shapes }))
+}
+
+/// Qwen3 and Qwen3-MoE are built by llama.cpp's `src/models/qwen3.cpp` and `qwen3moe.cpp`:
+/// Llama's graph with Q and K normed per head before rope. (Qwen2's graphs are not replayed.)
+fn with_llama_cpp_graph(mut normalized: Normalized) -> Normalized {
+    if matches!(normalized.model.model_type.as_str(), "qwen3" | "qwen3_moe") {
+        normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Qwen3);
+    }
+    normalized
 }

@@ -267,7 +267,8 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
             let shape = ctx.graph_shape(sizing, knobs.flash_attn);
             let graph = match graph {
                 LlamaCppGraph::OpenAiMoe => openai_moe_graph(&shape),
-                LlamaCppGraph::Llama => llama_graph(&shape),
+                LlamaCppGraph::Llama => llama_graph(&shape, false),
+                LlamaCppGraph::Qwen3 => llama_graph(&shape, true),
             };
             graph.reserve(ALIGNMENT)
         }
@@ -448,17 +449,27 @@ impl<'s> Builder<'s> {
 
     /// `build_qkv` (separate projections), rope on Q and K, and `build_attn` with the output
     /// projection: the K and V rows written into the cache, then attention over all of it.
-    fn attention(&mut self, x: Id, cache: CacheInputs, order: ExpandOrder, bias: bool, sinks: bool) -> Id {
+    fn attention(
+        &mut self,
+        x: Id,
+        cache: CacheInputs,
+        order: ExpandOrder,
+        bias: bool,
+        sinks: bool,
+        qk_norm: bool,
+    ) -> Id {
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
         let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
         let head = |b: &mut Self, heads: u64, rope: bool| {
             let y = b.linear(x, heads.saturating_mul(d), t, bias);
             let y = b.g.reshape(y, [d, heads, t, 1]);
-            match rope {
-                true => b.g.like(y, &[y, b.positions, b.weight], true),
-                false => y,
+            if !rope {
+                return y;
             }
+            // Qwen3's `attn_q_norm` / `attn_k_norm`, over each head, before rope.
+            let y = if qk_norm { b.norm(y) } else { y };
+            b.g.like(y, &[y, b.positions, b.weight], true)
         };
         let q = head(self, s.heads, true);
         let k = head(self, s.kv_heads, true);
@@ -633,7 +644,7 @@ pub fn openai_moe_graph(s: &GraphShape) -> Graph {
     for &windowed in &s.sliding {
         let cache = if windowed { sliding } else { full };
         let x = b.norm(layer_in);
-        let attention = b.attention(x, cache, ExpandOrder::InOrder, true, true);
+        let attention = b.attention(x, cache, ExpandOrder::InOrder, true, true, false);
         let ffn_in = b.g.like(attention, &[attention, layer_in], true);
         let x = b.norm(ffn_in);
         let moe = b.moe(x, Gating::SoftmaxOfChosen, true);
@@ -645,18 +656,18 @@ pub fn openai_moe_graph(s: &GraphShape) -> Graph {
     b.output(rows)
 }
 
-/// llama.cpp's Llama graph (`src/models/llama.cpp`): one unified KV cache, Q, V, K expanded
-/// in that order, no biases; at the last layer the attention output and the residual are cut
+/// llama.cpp's Llama graph (`src/models/llama.cpp`; with `qk_norm`, Qwen3's `qwen3.cpp` and
+/// `qwen3moe.cpp`): one unified KV cache, Q, V, K expanded in that order, no biases; at the last layer the attention output and the residual are cut
 /// to the output rows before the feed-forward (a dense SwiGLU, or the MoE with normalised
 /// softmax weights).
-pub fn llama_graph(s: &GraphShape) -> Graph {
+pub fn llama_graph(s: &GraphShape, qk_norm: bool) -> Graph {
     let (mut b, mut layer_in) = Builder::new(s);
     let cache = b.cache_inputs(s.full_cells);
     let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
     let layers = s.sliding.len();
     for il in 0..layers {
         let x = b.norm(layer_in);
-        let mut attention = b.attention(x, cache, ExpandOrder::KLast, false, false);
+        let mut attention = b.attention(x, cache, ExpandOrder::KLast, false, false, qk_norm);
         let mut residual = layer_in;
         let mut tokens = s.tokens;
         if il + 1 == layers {
