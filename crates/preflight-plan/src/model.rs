@@ -220,6 +220,8 @@ pub enum LlamaCppGraph {
     Llama,
     /// `src/models/qwen3.cpp` and `qwen3moe.cpp`: Llama's with per-head Q and K norms.
     Qwen3,
+    /// `src/models/gemma3.cpp`.
+    Gemma3,
 }
 
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin

@@ -75,7 +75,7 @@ pub static FAMILY: Family = Family {
         // llama.cpp: Gemma 2 alternates (pattern 2), Gemma 3 has five sliding per full (6).
         normalize: |model_type, kv| {
             let pattern = if model_type == "gemma2" { 2 } else { 6 };
-            llama_cpp::read_decoder(model_type, FAMILY.name, kv, pattern)
+            llama_cpp::read_decoder(model_type, FAMILY.name, kv, pattern).map(with_llama_cpp_graph)
         },
     }),
     defaults: &[
@@ -168,5 +168,14 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             ..dims.rope[0].clone()
         });
     }
-    Some(Normalized { model, shapes })
+    Some(with_llama_cpp_graph(Normalized { model, shapes }))
+}
+
+/// Gemma 3 is built by llama.cpp's `src/models/gemma3.cpp`, replayed; Gemma 2's graph (with
+/// its logit soft-capping) is not.
+fn with_llama_cpp_graph(mut normalized: Normalized) -> Normalized {
+    if normalized.model.model_type == "gemma3_text" {
+        normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Gemma3);
+    }
+    normalized
 }

@@ -269,6 +269,7 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
                 LlamaCppGraph::OpenAiMoe => openai_moe_graph(&shape),
                 LlamaCppGraph::Llama => llama_graph(&shape, false),
                 LlamaCppGraph::Qwen3 => llama_graph(&shape, true),
+                LlamaCppGraph::Gemma3 => gemma3_graph(&shape),
             };
             graph.reserve(ALIGNMENT)
         }
@@ -372,6 +373,20 @@ enum ExpandOrder {
     InOrder,
 }
 
+/// What a model's attention does around `build_attn`.
+#[derive(Debug, Clone, Copy)]
+struct Heads {
+    order: ExpandOrder,
+    /// Q, K, V and output projections carry biases (gpt-oss).
+    bias: bool,
+    /// Attention sinks: one more source of the softmax (gpt-oss).
+    sinks: bool,
+    /// Q and K normed per head before rope (Qwen3, Gemma 3).
+    qk_norm: bool,
+    /// Q scaled after rope (Gemma 3).
+    scale_q: bool,
+}
+
 /// How `build_moe_ffn` turns the router's logits into expert weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Gating {
@@ -449,15 +464,14 @@ impl<'s> Builder<'s> {
 
     /// `build_qkv` (separate projections), rope on Q and K, and `build_attn` with the output
     /// projection: the K and V rows written into the cache, then attention over all of it.
-    fn attention(
-        &mut self,
-        x: Id,
-        cache: CacheInputs,
-        order: ExpandOrder,
-        bias: bool,
-        sinks: bool,
-        qk_norm: bool,
-    ) -> Id {
+    fn attention(&mut self, x: Id, cache: CacheInputs, heads: Heads) -> Id {
+        let Heads {
+            order,
+            bias,
+            sinks,
+            qk_norm,
+            scale_q,
+        } = heads;
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
         let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
@@ -467,11 +481,13 @@ impl<'s> Builder<'s> {
             if !rope {
                 return y;
             }
-            // Qwen3's `attn_q_norm` / `attn_k_norm`, over each head, before rope.
+            // `attn_q_norm` / `attn_k_norm`, over each head, before rope.
             let y = if qk_norm { b.norm(y) } else { y };
             b.g.like(y, &[y, b.positions, b.weight], true)
         };
         let q = head(self, s.heads, true);
+        // Gemma 3 scales Q by its attention scale after rope.
+        let q = if scale_q { self.g.like(q, &[q], true) } else { q };
         let k = head(self, s.kv_heads, true);
         let v = head(self, s.kv_heads, false);
         let expanded = match order {
@@ -536,7 +552,7 @@ impl<'s> Builder<'s> {
         self.linear(out, s.hidden, t, bias)
     }
 
-    /// `build_ffn(LLM_FFN_SILU, LLM_FFN_PAR)`: gate and up, SwiGLU, down.
+    /// `build_ffn(LLM_FFN_SILU | LLM_FFN_GELU, LLM_FFN_PAR)`: gate and up, SwiGLU or GeGLU, down.
     fn ffn(&mut self, x: Id, tokens: u64) -> Id {
         let width = self.s.ffn_width;
         let up = self.linear(x, width, tokens, false);
@@ -644,7 +660,14 @@ pub fn openai_moe_graph(s: &GraphShape) -> Graph {
     for &windowed in &s.sliding {
         let cache = if windowed { sliding } else { full };
         let x = b.norm(layer_in);
-        let attention = b.attention(x, cache, ExpandOrder::InOrder, true, true, false);
+        let heads = Heads {
+            order: ExpandOrder::InOrder,
+            bias: true,
+            sinks: true,
+            qk_norm: false,
+            scale_q: false,
+        };
+        let attention = b.attention(x, cache, heads);
         let ffn_in = b.g.like(attention, &[attention, layer_in], true);
         let x = b.norm(ffn_in);
         let moe = b.moe(x, Gating::SoftmaxOfChosen, true);
@@ -667,7 +690,14 @@ pub fn llama_graph(s: &GraphShape, qk_norm: bool) -> Graph {
     let layers = s.sliding.len();
     for il in 0..layers {
         let x = b.norm(layer_in);
-        let mut attention = b.attention(x, cache, ExpandOrder::KLast, false, false, qk_norm);
+        let heads = Heads {
+            order: ExpandOrder::KLast,
+            bias: false,
+            sinks: false,
+            qk_norm,
+            scale_q: false,
+        };
+        let mut attention = b.attention(x, cache, heads);
         let mut residual = layer_in;
         let mut tokens = s.tokens;
         if il + 1 == layers {
@@ -683,6 +713,47 @@ pub fn llama_graph(s: &GraphShape, qk_norm: bool) -> Graph {
             _ => b.moe(x, Gating::SoftmaxNormalised, false),
         };
         layer_in = b.g.like(out, &[out, ffn_in], true);
+    }
+    b.output(layer_in)
+}
+
+/// llama.cpp's Gemma 3 graph (`src/models/gemma3.cpp`): the embeddings scaled, Q and K normed
+/// per head, Q scaled after rope, attention over the sliding-window pair of caches (Q, K, V
+/// expanded in order), sandwich norms around attention and the GeGLU feed-forward; at the
+/// last layer the attention output and the residual are cut to the output rows. (A
+/// `final_logit_softcapping` would add three ops on the logits; Gemma 3 has none.)
+pub fn gemma3_graph(s: &GraphShape) -> Graph {
+    let (mut b, rows) = Builder::new(s);
+    let mut layer_in = b.g.like(rows, &[rows], true);
+    let full = b.cache_inputs(s.full_cells);
+    let sliding = b.cache_inputs(s.sliding_cells);
+    let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
+    let layers = s.sliding.len();
+    for (il, &windowed) in s.sliding.iter().enumerate() {
+        let cache = if windowed { sliding } else { full };
+        let x = b.norm(layer_in);
+        let heads = Heads {
+            order: ExpandOrder::InOrder,
+            bias: false,
+            sinks: false,
+            qk_norm: true,
+            scale_q: true,
+        };
+        let mut attention = b.attention(x, cache, heads);
+        let mut residual = layer_in;
+        let mut tokens = s.tokens;
+        if il + 1 == layers {
+            tokens = s.outputs;
+            attention =
+                b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[attention, out_ids], false);
+            residual = b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[residual, out_ids], false);
+        }
+        let normed = b.norm(attention);
+        let attention_out = b.g.like(normed, &[normed, residual], true);
+        let x = b.norm(attention_out);
+        let ffn = b.ffn(x, tokens);
+        let normed = b.norm(ffn);
+        layer_in = b.g.like(normed, &[normed, attention_out], true);
     }
     b.output(layer_in)
 }

@@ -98,3 +98,26 @@ fn the_engine_is_named_with_its_version() {
         .expect("memory");
     assert_eq!(implied.engine.name, "sglang");
 }
+
+/// Under llama.cpp every architecture gets a compute buffer — replayed through its graph
+/// where the family names one, estimated by stages otherwise — and either way it holds at
+/// least the micro-batch's f32 logits, the floor both share.
+#[test]
+fn llama_cpp_sizes_a_compute_buffer_for_every_architecture() {
+    for repo in REPOS {
+        let verdict = plan_with(&[repo], r#"{"engine": "llama.cpp", "context": 8192}"#);
+        let vocab = verdict.artifacts[0]
+            .architecture
+            .as_ref()
+            .unwrap_or_else(|| panic!("{repo}: no architecture"))
+            .vocab_size;
+        let memory = verdict.artifacts[0].memory.as_ref().expect("memory");
+        // The CPU backend: compute + output, with one sequence's f32 logits row as output.
+        let logits = vocab * 512 * 4;
+        assert!(
+            memory.activation_bytes >= logits + vocab * 4,
+            "{repo}: {} bytes for {logits} of logits",
+            memory.activation_bytes
+        );
+    }
+}
