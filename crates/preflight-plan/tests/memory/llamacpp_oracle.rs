@@ -1,8 +1,9 @@
 //! The plan against every buffer llama.cpp itself logged for five GGUFs of real dimensions
 //! (`fixtures/oracles/llamacpp/`: llama-cpp-python 0.3.36, CPU backend, header stubs of the
-//! very files loaded). Weights and KV must be exact; compute + output within 5% with flash
-//! attention and 10% without — unified or not, windowed or `swa_full`. Rows the oracle
-//! itself skipped (its RAM cap) carry no figures.
+//! very files loaded). Weights and KV must be exact; compute + output exact where the
+//! architecture's graph is replayed (every one the oracle measured), else within 5% with flash
+//! attention and 10% without — unified or not, windowed or `swa_full`. Rows the oracle itself
+//! skipped (its RAM cap) carry no figures.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
