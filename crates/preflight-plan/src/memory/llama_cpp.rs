@@ -637,6 +637,19 @@ impl<'s> Builder<'s> {
         sum
     }
 
+    /// At the last layer (`il == n_layer - 1 && inp_out_ids`), `ggml_get_rows` of the output
+    /// rows of each tensor; the tokens the rest of the layer runs on.
+    fn cut_to_outputs(&mut self, last: bool, tensors: [Id; 2], out_ids: Id) -> ([Id; 2], u64) {
+        if !last {
+            return (tensors, self.s.tokens);
+        }
+        let shape = [self.s.hidden, self.s.outputs, 1, 1];
+        (
+            tensors.map(|t| self.g.op(Type::F32, shape, &[t, out_ids], false)),
+            self.s.outputs,
+        )
+    }
+
     /// The final norm and the logits of the outputs; both are graph outputs.
     fn output(mut self, x: Id) -> Graph {
         let result_norm = self.norm(x);
@@ -697,15 +710,8 @@ pub fn llama_graph(s: &GraphShape, qk_norm: bool) -> Graph {
             qk_norm,
             scale_q: false,
         };
-        let mut attention = b.attention(x, cache, heads);
-        let mut residual = layer_in;
-        let mut tokens = s.tokens;
-        if il + 1 == layers {
-            tokens = s.outputs;
-            attention =
-                b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[attention, out_ids], false);
-            residual = b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[residual, out_ids], false);
-        }
+        let attention = b.attention(x, cache, heads);
+        let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
         let ffn_in = b.g.like(attention, &[attention, residual], true);
         let x = b.norm(ffn_in);
         let out = match s.experts {
@@ -739,15 +745,8 @@ pub fn gemma3_graph(s: &GraphShape) -> Graph {
             qk_norm: true,
             scale_q: true,
         };
-        let mut attention = b.attention(x, cache, heads);
-        let mut residual = layer_in;
-        let mut tokens = s.tokens;
-        if il + 1 == layers {
-            tokens = s.outputs;
-            attention =
-                b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[attention, out_ids], false);
-            residual = b.g.op(Type::F32, [s.hidden, tokens, 1, 1], &[residual, out_ids], false);
-        }
+        let attention = b.attention(x, cache, heads);
+        let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
         let normed = b.norm(attention);
         let attention_out = b.g.like(normed, &[normed, residual], true);
         let x = b.norm(attention_out);
