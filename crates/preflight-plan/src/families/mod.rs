@@ -390,22 +390,16 @@ pub fn read_rope(cfg: &ConfigReader, max_position: u64, head_size: impl Fn(Optio
             .and_then(Value::as_u64)
             .or(top_original);
         let yarn = factor.zip(original);
-        let scaling = match kind {
+        let scaling = match (kind, factor, original) {
             _ if entry.is_some_and(|e| e.contains_key("mrope_section")) => RopeScaling::Multimodal {
                 yarn: yarn.filter(|_| kind == "yarn"),
             },
-            "linear" | "dynamic" if factor.is_some() => RopeScaling::Stretched {
-                factor: factor.unwrap_or(1.0),
-            },
-            "yarn" | "deepseek_yarn" | "deepseek_llama_scaling" => match yarn {
-                Some((factor, original)) => RopeScaling::Yarn { factor, original },
-                None => RopeScaling::Plain,
-            },
-            "longrope" | "su" => match original {
-                Some(original) => RopeScaling::LongRope { original },
-                None => RopeScaling::Plain,
-            },
-            "proportional" => RopeScaling::Proportional,
+            ("linear" | "dynamic", Some(factor), _) => RopeScaling::Stretched { factor },
+            ("yarn" | "deepseek_yarn" | "deepseek_llama_scaling", Some(factor), Some(original)) => {
+                RopeScaling::Yarn { factor, original }
+            }
+            ("longrope" | "su", _, Some(original)) => RopeScaling::LongRope { original },
+            ("proportional", _, _) => RopeScaling::Proportional,
             _ => RopeScaling::Plain,
         };
         Rope {

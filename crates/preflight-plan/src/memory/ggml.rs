@@ -46,8 +46,9 @@ struct Tensor {
     nb: [u64; 4],
     kind: Kind,
     src: Vec<Id>,
-    /// The tensor a view's data belongs to (the root of a chain of views) and its offset.
-    view_src: Option<(Id, u64)>,
+    /// The tensor a view's data belongs to (the root of a chain of views). Where in it the
+    /// view starts does not change placement: the replay never reuses a view in place.
+    view_src: Option<Id>,
     output: bool,
 }
 
@@ -113,9 +114,9 @@ impl Graph {
 
     /// A view node of `src` (`ggml_view_*`, `ggml_reshape_*`, `ggml_permute`): no memory of
     /// its own. `src` is its one parent; the data stays the root's.
-    pub fn view(&mut self, src: Id, ne: [u64; 4], nb: [u64; 4], offset: u64) -> Id {
+    pub fn view(&mut self, src: Id, ne: [u64; 4], nb: [u64; 4]) -> Id {
         let parent = &self.tensors[src.0];
-        let (root, base) = parent.view_src.unwrap_or((src, 0));
+        let root = parent.view_src.unwrap_or(src);
         let ty = parent.ty;
         self.push(Tensor {
             ty,
@@ -123,27 +124,27 @@ impl Graph {
             nb,
             kind: Kind::Op { inplace: false },
             src: vec![src],
-            view_src: Some((root, base.saturating_add(offset))),
+            view_src: Some(root),
             output: false,
         })
     }
 
     pub fn reshape(&mut self, src: Id, ne: [u64; 4]) -> Id {
         let ty = self.tensors[src.0].ty;
-        self.view(src, ne, contiguous(ty, ne), 0)
+        self.view(src, ne, contiguous(ty, ne))
     }
 
     /// `ggml_permute(a, 0, 2, 1, 3)`: swaps the second and third axes.
     pub fn permute_0213(&mut self, src: Id) -> Id {
         let Tensor { ne, nb, .. } = self.tensors[src.0];
-        self.view(src, [ne[0], ne[2], ne[1], ne[3]], [nb[0], nb[2], nb[1], nb[3]], 0)
+        self.view(src, [ne[0], ne[2], ne[1], ne[3]], [nb[0], nb[2], nb[1], nb[3]])
     }
 
     /// A node that writes into `target`'s data (`ggml_set_rows`): a view of it, with `src`
     /// as its parents.
     pub fn write_into(&mut self, target: Id, src: &[Id]) -> Id {
         let Tensor { ty, ne, nb, .. } = self.tensors[target.0];
-        let root = self.tensors[target.0].view_src.unwrap_or((target, 0));
+        let root = self.tensors[target.0].view_src.unwrap_or(target);
         self.push(Tensor {
             ty,
             ne,
@@ -326,7 +327,7 @@ impl<'g> Replay<'g> {
             for &parent in &tensor.src {
                 let p = self.tensor(parent);
                 // Only tensors this replay placed, not outputs, of the same layout.
-                let output = p.output || p.view_src.is_some_and(|(root, _)| self.tensor(root).output);
+                let output = p.output || p.view_src.is_some_and(|root| self.tensor(root).output);
                 if !self.state[parent.0].allocated || output || !self.same_layout(id, parent) {
                     continue;
                 }
@@ -366,7 +367,7 @@ impl<'g> Replay<'g> {
             self.allocate(input);
         }
         for &node in &graph.nodes {
-            if let Some((root, _)) = self.tensor(node).view_src {
+            if let Some(root) = self.tensor(node).view_src {
                 self.state[root.0].n_views += 1;
             }
             for &src in &self.tensor(node).src {
@@ -385,7 +386,7 @@ impl<'g> Replay<'g> {
                     continue;
                 }
                 match self.tensor(parent).view_src {
-                    Some((root, _)) => {
+                    Some(root) => {
                         let root_state = &mut self.state[root.0];
                         root_state.n_views = root_state.n_views.saturating_sub(1);
                         if root_state.n_views == 0 && root_state.n_children == 0 && root_state.allocated {

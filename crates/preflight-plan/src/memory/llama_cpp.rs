@@ -136,12 +136,7 @@ impl Context {
     /// The dimensions llama.cpp's graph for `sizing` is built from, in this context.
     fn graph_shape(&self, sizing: &Sizing, flash_attn: bool) -> GraphShape {
         let shape = &sizing.shape;
-        let moe = shape.moe.unwrap_or(super::MoeShape {
-            experts: 0,
-            active: 0,
-            shared: 0,
-            width: 0,
-        });
+        let moe = shape.moe.unwrap_or_default();
         let windowed = sizing.caches.iter().find(|c| c.cap.is_some());
         let sequences = self.sequences.max(1);
         GraphShape {
@@ -177,8 +172,8 @@ impl Context {
     /// - feed-forward: the masks, the residual and its norm, gate, up and their product.
     ///
     /// ggml-alloc's placement (where the logits land after the layers' tensors are freed) can
-    /// add a few MiB of fragmentation on top; only a replay of the graph knows it
-    /// ([`openai_moe_graph`] for the architectures that have one).
+    /// add a few MiB of fragmentation on top; only a replay of the graph knows it (the
+    /// `*_graph` builders below, for the architectures that have one).
     pub fn compute(&self, shape: &Shape, caches: &[LayerCache], flash_attn: bool) -> u64 {
         let tokens = self.tokens;
         let row = |width: u64| tokens.saturating_mul(width).saturating_mul(F32);
@@ -387,6 +382,17 @@ struct Heads {
     scale_q: bool,
 }
 
+impl Heads {
+    /// Llama's: no biases, sinks or norms; K expanded last.
+    const PLAIN: Heads = Heads {
+        order: ExpandOrder::KLast,
+        bias: false,
+        sinks: false,
+        qk_norm: false,
+        scale_q: false,
+    };
+}
+
 /// How `build_moe_ffn` turns the router's logits into expert weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Gating {
@@ -517,12 +523,7 @@ impl<'s> Builder<'s> {
         // `build_attn_mha`: Q, K and V as views of their heads across the streams.
         let streams = s.streams.max(1);
         let cache_view = |g: &mut Graph| {
-            let view = g.view(
-                self.cache,
-                [d, s.kv_heads, cache.cells, streams],
-                g.strides(self.cache),
-                0,
-            );
+            let view = g.view(self.cache, [d, s.kv_heads, cache.cells, streams], g.strides(self.cache));
             g.permute_0213(view)
         };
         let q_view = g.reshape(q, [d, s.heads, t, 1]);
@@ -574,7 +575,7 @@ impl<'s> Builder<'s> {
             Gating::SoftmaxOfChosen => logits,
         };
         let order = g.op(Type::I32, [s.experts, t, 1, 1], &[probs], false);
-        let chosen = g.view(order, [used, t, 1, 1], g.strides(order), 0);
+        let chosen = g.view(order, [used, t, 1, 1], g.strides(order));
         let probs_3d = g.reshape(probs, [1, s.experts, t, 1]);
         let weights = g.op(Type::F32, [1, used, t, 1], &[probs_3d, chosen], false);
         let weights = match gating {
@@ -607,31 +608,24 @@ impl<'s> Builder<'s> {
         let weighted = g.like(down, &[down, weights], true);
         g.expand(weighted);
         let nb = g.strides(weighted);
+        // One view per chosen expert (`i × nb[1]` into each token's row), expanded before the adds.
         let views: Vec<Id> = (0..used)
-            .map(|i| {
-                let view = g.view(
-                    weighted,
-                    [e, t, 1, 1],
-                    [nb[0], nb[2], nb[3], nb[3]],
-                    i.saturating_mul(nb[1]),
-                );
+            .map(|_| {
+                let view = g.view(weighted, [e, t, 1, 1], [nb[0], nb[2], nb[3], nb[3]]);
                 g.expand(view);
                 view
             })
             .collect();
-        let Some((&first, rest)) = views.split_first() else {
-            return x;
-        };
-        if rest.is_empty() {
+        let (first, second, rest) = match views.as_slice() {
+            [first, second, rest @ ..] => (*first, *second, rest),
             // One expert: `ggml_cont` of its view.
-            return g.op(Type::F32, [e, t, 1, 1], &[first], false);
-        }
-        let mut sum = first;
+            [only] => return g.op(Type::F32, [e, t, 1, 1], &[*only], false),
+            [] => return x,
+        };
+        let mut sum = g.op(Type::F32, [e, t, 1, 1], &[first, second], true);
+        g.expand(sum);
         for &view in rest {
-            sum = match sum == first {
-                true => g.op(Type::F32, [e, t, 1, 1], &[first, view], true),
-                false => g.like(sum, &[sum, view], true),
-            };
+            sum = g.like(sum, &[sum, view], true);
             g.expand(sum);
         }
         sum
@@ -677,8 +671,7 @@ pub fn openai_moe_graph(s: &GraphShape) -> Graph {
             order: ExpandOrder::InOrder,
             bias: true,
             sinks: true,
-            qk_norm: false,
-            scale_q: false,
+            ..Heads::PLAIN
         };
         let attention = b.attention(x, cache, heads);
         let ffn_in = b.g.like(attention, &[attention, layer_in], true);
@@ -704,11 +697,8 @@ pub fn llama_graph(s: &GraphShape, qk_norm: bool) -> Graph {
     for il in 0..layers {
         let x = b.norm(layer_in);
         let heads = Heads {
-            order: ExpandOrder::KLast,
-            bias: false,
-            sinks: false,
             qk_norm,
-            scale_q: false,
+            ..Heads::PLAIN
         };
         let attention = b.attention(x, cache, heads);
         let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
@@ -740,10 +730,9 @@ pub fn gemma3_graph(s: &GraphShape) -> Graph {
         let x = b.norm(layer_in);
         let heads = Heads {
             order: ExpandOrder::InOrder,
-            bias: false,
-            sinks: false,
             qk_norm: true,
             scale_q: true,
+            ..Heads::PLAIN
         };
         let attention = b.attention(x, cache, heads);
         let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);

@@ -642,7 +642,7 @@ pub struct Shape {
     element_bytes: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MoeShape {
     experts: u64,
     active: u64,
@@ -823,6 +823,7 @@ impl Sizing {
                 .as_ref()
                 .map_or(0, |r| r.activation_bytes.saturating_add(r.non_torch_bytes)),
         };
+        let buffers_bytes = per_rank.as_ref().map_or(0, |r| r.buffers_bytes);
         let state_bytes_per_sequence = self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.per_sequence.saturating_mul(c.layers))
         });
@@ -832,7 +833,7 @@ impl Sizing {
             kv_dtype: self.kv_dtype.name().to_owned(),
             weights_dtype: self.weights_dtype.map_or("as_stored", WeightsDtype::name).to_owned(),
             weights_bytes: self.weights,
-            buffers_bytes: per_rank.as_ref().map_or(0, |r| r.buffers_bytes),
+            buffers_bytes,
             kv_cache_bytes_per_token: self
                 .caches
                 .iter()
@@ -842,13 +843,9 @@ impl Sizing {
             state_bytes_per_sequence,
             state_bytes: state_bytes_per_sequence.saturating_mul(self.sequences),
             activation_bytes,
-            total_bytes: [
-                kv_cache_bytes,
-                activation_bytes,
-                per_rank.as_ref().map_or(0, |r| r.buffers_bytes),
-            ]
-            .into_iter()
-            .fold(self.weights, u64::saturating_add),
+            total_bytes: [kv_cache_bytes, activation_bytes, buffers_bytes]
+                .into_iter()
+                .fold(self.weights, u64::saturating_add),
             kv_cache,
             lower_bound: self.lower_bound,
             host_bytes: buffers.map(|b| b.host),
