@@ -289,6 +289,11 @@ impl Findings {
         }
     }
 
+    /// Whether any finding so far is blocking: the figures then cannot prove a fit.
+    pub fn any_blocking(&self) -> bool {
+        self.per_code.keys().any(|code| code.severity() == Severity::Blocking)
+    }
+
     fn keep(&mut self, finding: Finding) -> &mut Finding {
         let code = finding.code;
         let seen = self.per_code.entry(code).or_default();

@@ -126,6 +126,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     let mut model = understood.map(|(_, n)| n.model);
     if let Some(model) = model.as_mut() {
         gguf_layer_check(&records, model, findings);
+        gguf_shape_check(&records, &shapes, model, &first.header.kv, findings);
         model.quantization = Some(Quantization {
             method: "gguf".into(),
             layout: type_mix(&first.header.kv, &elements_by_type),
@@ -154,6 +155,151 @@ fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) 
             declared,
             layers.len(),
             "the blocks present are not the blocks the header declares",
+        );
+    }
+}
+
+/// The key/values against the tensors they size, as safetensors shapes are checked against
+/// config.json: a header whose keys understate its tensors (one KV head of dimension 1 beside
+/// K projections of 8 × 128) would otherwise plan a cache a thousand times too small. GGUF
+/// dimensions run innermost first: a projection is `[inputs, outputs]`.
+fn gguf_shape_check(
+    records: &[Record],
+    shapes: &Shapes,
+    model: &Model,
+    kv: &BTreeMap<String, Value>,
+    findings: &mut Findings,
+) {
+    use crate::model::Mixer;
+    let arch = match kv.get("general.architecture") {
+        Some(Value::String(s)) => s.as_str(),
+        _ => return,
+    };
+    // The dense width per block, as the loader reads it (one value, or one per block).
+    let ffn_key = format!("{arch}.feed_forward_length");
+    let ffn_of = |layer: usize| -> Option<u64> {
+        match kv.get(&ffn_key)? {
+            Value::Array(values) => values.get(layer).and_then(as_u64),
+            value => as_u64(value),
+        }
+    };
+    let moe = model.moe.as_ref();
+    let expert_width = moe.and_then(|m| m.expert_intermediate_size);
+    let mut errors: BTreeMap<(String, usize), (u64, u64, &'static str, &str)> = BTreeMap::new();
+    for record in records {
+        let Kind::Param { .. } = record.kind else {
+            continue;
+        };
+        let name = shapes.name(record.shape_id);
+        let layer = record.layer.map(|l| l as usize);
+        let mixer = layer.and_then(|l| model.layers.get(l));
+        let attention = match mixer {
+            Some(Mixer::Attention {
+                kv_heads,
+                head_dim,
+                v_head_dim,
+                ..
+            }) => Some((*kv_heads, *head_dim, *v_head_dim)),
+            _ => None,
+        };
+        let mut expect: Vec<(usize, Option<u64>, &'static str)> = Vec::new();
+        match name {
+            "token_embd.weight" | "output.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                expect.push((1, Some(model.vocab), "vocab_size (or the token list's length)"));
+            }
+            "blk.N.attn_q.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                if let Some((_, head_dim, _)) = attention {
+                    expect.push((
+                        1,
+                        Some(model.heads.saturating_mul(head_dim)),
+                        "attention.head_count × key_length",
+                    ));
+                }
+            }
+            "blk.N.attn_k.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                if let Some((kv_heads, head_dim, _)) = attention {
+                    expect.push((
+                        1,
+                        Some(kv_heads.saturating_mul(head_dim)),
+                        "attention.head_count_kv × key_length",
+                    ));
+                }
+            }
+            "blk.N.attn_v.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                if let Some((kv_heads, _, v_head_dim)) = attention {
+                    expect.push((
+                        1,
+                        Some(kv_heads.saturating_mul(v_head_dim)),
+                        "attention.head_count_kv × value_length",
+                    ));
+                }
+            }
+            "blk.N.attn_qkv.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                if let Some((kv_heads, head_dim, _)) = attention {
+                    let heads = model.heads.saturating_add(kv_heads.saturating_mul(2));
+                    expect.push((
+                        1,
+                        Some(heads.saturating_mul(head_dim)),
+                        "(head_count + 2 × head_count_kv) × key_length",
+                    ));
+                }
+            }
+            "blk.N.attn_output.weight" => {
+                if let Some((_, _, v_head_dim)) = attention {
+                    expect.push((
+                        0,
+                        Some(model.heads.saturating_mul(v_head_dim)),
+                        "attention.head_count × value_length",
+                    ));
+                }
+                expect.push((1, Some(model.hidden), "embedding_length"));
+            }
+            "blk.N.ffn_gate.weight" | "blk.N.ffn_up.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                expect.push((1, layer.and_then(ffn_of), "feed_forward_length"));
+            }
+            "blk.N.ffn_down.weight" => {
+                expect.push((0, layer.and_then(ffn_of), "feed_forward_length"));
+                expect.push((1, Some(model.hidden), "embedding_length"));
+            }
+            "blk.N.ffn_gate_inp.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                expect.push((1, moe.map(|m| m.experts), "expert_count"));
+            }
+            "blk.N.ffn_gate_exps.weight" | "blk.N.ffn_up_exps.weight" => {
+                expect.push((0, Some(model.hidden), "embedding_length"));
+                expect.push((1, expert_width, "expert_feed_forward_length"));
+                expect.push((2, moe.map(|m| m.experts), "expert_count"));
+            }
+            "blk.N.ffn_down_exps.weight" => {
+                expect.push((0, expert_width, "expert_feed_forward_length"));
+                expect.push((1, Some(model.hidden), "embedding_length"));
+                expect.push((2, moe.map(|m| m.experts), "expert_count"));
+            }
+            _ => {}
+        }
+        for (dim, value, keys) in expect {
+            let Some(value) = value else { continue };
+            let found = record.shape.get(dim).copied();
+            if found != Some(value) {
+                errors
+                    .entry((name.to_owned(), dim))
+                    .or_insert((value, found.unwrap_or(0), keys, record.name));
+            }
+        }
+    }
+    for ((_, dim), (declared, observed, keys, example)) in errors {
+        findings.mismatch(
+            Code::ConfigShapeMismatch,
+            example,
+            declared,
+            observed,
+            format!("dimension {dim} should be {keys}"),
         );
     }
 }
@@ -214,7 +360,10 @@ fn understand(
         findings,
     };
     reader.grade(gguf.keys);
-    let normalized = (gguf.normalize)(model_type, &mut reader)?;
+    let mut normalized = (gguf.normalize)(model_type, &mut reader)?;
+    normalized.model = normalized
+        .model
+        .checked(|key| format!("{arch_name}.{}", key.gguf), findings)?;
     Some((family, normalized))
 }
 
@@ -280,12 +429,23 @@ impl GgufReader<'_> {
         Some(n)
     }
 
-    /// A per-layer value: one number for every layer, or an array of one per layer.
-    pub fn per_layer(&self, key: &str, layers: u64) -> Option<Vec<u64>> {
-        match self.kv.get(&self.key(key))? {
+    /// A per-layer value: one number for every layer, or an array of one per layer. An array
+    /// of another length, or of anything but integers, is a finding (and reads as absent).
+    pub fn per_layer(&mut self, key: &str, layers: u64) -> Option<Vec<u64>> {
+        let full = self.key(key);
+        match self.kv.get(&full)? {
             Value::Array(values) => {
-                let values: Option<Vec<u64>> = values.iter().map(as_u64).collect();
-                values.filter(|v| v.len() as u64 == layers)
+                let read: Option<Vec<u64>> = values.iter().map(as_u64).collect();
+                let found = values.len();
+                let valid = read.filter(|v| v.len() as u64 == layers);
+                if valid.is_none() {
+                    self.findings.push(
+                        Code::ConfigInvalidValue,
+                        full,
+                        format!("expected one integer per block ({layers}); found {found} values"),
+                    );
+                }
+                valid
             }
             _ => self.opt(key).map(|n| vec![n; layers as usize]),
         }

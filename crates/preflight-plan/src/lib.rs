@@ -34,6 +34,10 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 /// of the service's cache key, so a bump invalidates every cached verdict.
 pub const SEMANTICS_VERSION: u32 = 5;
 
+/// ggml graphs replayed on this thread so far: the planner's costliest work, counted so a
+/// test can prove a plan did it once per distinct shape.
+pub use memory::replays_on_this_thread;
+
 /// The engine release `runtimes.<engine>` verdicts are judged against (`0.33.0` for vLLM).
 pub fn engine_version(engine: Engine) -> &'static str {
     runtimes::version(engine)
@@ -165,6 +169,9 @@ pub(crate) struct Described {
     tensor_elements_by_dtype: std::collections::BTreeMap<String, u64>,
     layout: memory::WeightsLayout,
     findings: findings::Findings,
+    /// Some finding made reading it is blocking (see [`memory::Inputs::untrusted`]).
+    blocked: bool,
+    replays: std::sync::Arc<memory::Replays>,
 }
 
 impl Described {
@@ -175,6 +182,8 @@ impl Described {
             parameters: &self.parameters,
             layout: &self.layout,
             weights_bytes: self.weights_bytes,
+            replays: self.replays.clone(),
+            untrusted: self.blocked,
         }
     }
 
@@ -233,7 +242,9 @@ fn describe(facts: &ArtifactFacts) -> Described {
         weights_bytes,
         tensor_elements_by_dtype,
         layout,
+        blocked: findings.any_blocking(),
         findings,
+        replays: Default::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! block is rendered from it at the edge ([`Model::architecture`]). Nothing here knows a
 //! family's name.
 
+use crate::findings::{Code, Findings};
 use crate::verdict::{Architecture, Attention, Moe, Quantization};
 
 /// How far back a softmax-attention layer looks.
@@ -212,7 +213,7 @@ impl Mixer {
 
 /// A graph llama.cpp builds for an architecture whose compute buffer preflight replays
 /// node by node (`memory/llama_cpp.rs`); families without one get the staged estimate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LlamaCppGraph {
     /// `src/models/openai-moe.cpp` (gpt-oss).
     OpenAiMoe,
@@ -288,7 +289,195 @@ pub struct Model {
     pub llama_cpp_graph: Option<LlamaCppGraph>,
 }
 
+/// Sizes past which a declared dimension is not a real model. Every loop and allocation the
+/// planner makes (per-layer tables, llama.cpp's graph with a node per active expert, cache
+/// arithmetic) is sized by these, so a hostile header meets a finding, never an abort. Each
+/// is far above any released checkpoint (widest hidden 16,384, most routed experts 512,
+/// largest vocabulary 262,144, longest context 10,485,760).
+pub mod limits {
+    /// `hidden_size`, an MLP's or an expert's width, a head's dimension, a state's size.
+    pub const MAX_WIDTH: u64 = 1 << 20;
+    /// Query or KV heads, convolution channels per head group.
+    pub const MAX_HEADS: u64 = 1 << 16;
+    /// Routed or shared experts per layer (llama.cpp itself stops at `LLAMA_MAX_EXPERTS`).
+    pub const MAX_EXPERTS: u64 = 1 << 16;
+    /// Vocabulary rows.
+    pub const MAX_VOCAB: u64 = 1 << 24;
+    /// A model's context: the longest any plan considers (`options::MAX_CONTEXT`).
+    pub const MAX_CONTEXT: u64 = crate::options::MAX_CONTEXT;
+}
+
+/// A declared size by its usual names: the config.json key, and the GGUF key under `<arch>.`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    pub config: &'static str,
+    pub gguf: &'static str,
+}
+
+impl Key {
+    const fn new(config: &'static str, gguf: &'static str) -> Key {
+        Key { config, gguf }
+    }
+}
+
+/// One declared size outside what the planner can plan: `(which, value, why)`.
+pub type OutOfBounds = (Key, u64, String);
+
 impl Model {
+    /// Every declared size that sizes a loop, an allocation or a cache, checked against
+    /// [`limits`] and against each other (top-k within the routed experts). Readers call it
+    /// right after a family reads the config or the GGUF key/values, and refuse the model on
+    /// any answer: nothing downstream sees an unchecked count.
+    pub fn out_of_bounds(&self) -> Vec<OutOfBounds> {
+        use limits::*;
+        let mut out = Vec::new();
+        let mut at_most = |what: Key, value: u64, limit: u64| {
+            if value > limit {
+                out.push((what, value, format!("at most {limit}: larger is not a real model")));
+            }
+        };
+        at_most(Key::new("hidden_size", "embedding_length"), self.hidden, MAX_WIDTH);
+        at_most(
+            Key::new("num_attention_heads", "attention.head_count"),
+            self.heads,
+            MAX_HEADS,
+        );
+        at_most(Key::new("vocab_size", "vocab_size"), self.vocab, MAX_VOCAB);
+        at_most(
+            Key::new("max_position_embeddings", "context_length"),
+            self.context,
+            MAX_CONTEXT,
+        );
+        at_most(
+            Key::new("intermediate_size", "feed_forward_length"),
+            self.intermediate.unwrap_or(0),
+            MAX_WIDTH,
+        );
+        for mixer in self.layers.iter().chain(&self.mtp_mixer) {
+            match *mixer {
+                Mixer::Attention {
+                    kv_heads,
+                    head_dim,
+                    v_head_dim,
+                    span,
+                    ..
+                } => {
+                    at_most(
+                        Key::new("num_key_value_heads", "attention.head_count_kv"),
+                        kv_heads,
+                        MAX_HEADS,
+                    );
+                    at_most(
+                        Key::new("head_dim", "attention.key_length"),
+                        head_dim.max(v_head_dim),
+                        MAX_WIDTH,
+                    );
+                    if let Span::Sliding(window) | Span::Chunked(window) = span {
+                        at_most(
+                            Key::new("sliding_window", "attention.sliding_window"),
+                            window,
+                            MAX_CONTEXT,
+                        );
+                    }
+                }
+                Mixer::Mla {
+                    kv_lora_rank,
+                    rope_dim,
+                    indexer_head_dim,
+                } => {
+                    at_most(
+                        Key::new("kv_lora_rank", "attention.kv_lora_rank"),
+                        kv_lora_rank,
+                        MAX_WIDTH,
+                    );
+                    at_most(
+                        Key::new("qk_rope_head_dim", "rope.dimension_count"),
+                        rope_dim,
+                        MAX_WIDTH,
+                    );
+                    at_most(
+                        Key::new("index_head_dim", "attention.indexer.key_length"),
+                        indexer_head_dim.unwrap_or(0),
+                        MAX_WIDTH,
+                    );
+                }
+                Mixer::LinearAttention {
+                    conv_dim,
+                    conv_kernel,
+                    heads,
+                    key_dim,
+                    value_dim,
+                    ..
+                } => {
+                    at_most(Key::new("linear_conv_dim", "ssm.inner_size"), conv_dim, MAX_WIDTH);
+                    at_most(
+                        Key::new("linear_conv_kernel_dim", "ssm.conv_kernel"),
+                        conv_kernel,
+                        MAX_WIDTH,
+                    );
+                    at_most(
+                        Key::new("linear_num_value_heads", "ssm.time_step_rank"),
+                        heads,
+                        MAX_HEADS,
+                    );
+                    at_most(
+                        Key::new("linear_key_head_dim", "ssm.state_size"),
+                        key_dim.max(value_dim),
+                        MAX_WIDTH,
+                    );
+                }
+                Mixer::Mamba {
+                    conv_dim,
+                    conv_kernel,
+                    heads,
+                    head_dim,
+                    state_size,
+                    ..
+                } => {
+                    at_most(Key::new("mamba_conv_dim", "ssm.inner_size"), conv_dim, MAX_WIDTH);
+                    at_most(Key::new("conv_kernel", "ssm.conv_kernel"), conv_kernel, MAX_WIDTH);
+                    at_most(Key::new("mamba_num_heads", "ssm.time_step_rank"), heads, MAX_HEADS);
+                    at_most(Key::new("mamba_head_dim", "ssm.group_count"), head_dim, MAX_WIDTH);
+                    at_most(Key::new("ssm_state_size", "ssm.state_size"), state_size, MAX_WIDTH);
+                }
+                Mixer::None => {}
+            }
+        }
+        if let Some(moe) = &self.moe {
+            at_most(Key::new("num_experts", "expert_count"), moe.experts, MAX_EXPERTS);
+            at_most(
+                Key::new("n_shared_experts", "expert_shared_count"),
+                moe.shared,
+                MAX_EXPERTS,
+            );
+            at_most(
+                Key::new("moe_intermediate_size", "expert_feed_forward_length"),
+                moe.expert_intermediate_size.unwrap_or(0),
+                MAX_WIDTH,
+            );
+            if moe.active == 0 || moe.active > moe.experts {
+                out.push((
+                    Key::new("num_experts_per_tok", "expert_used_count"),
+                    moe.active,
+                    format!("experts used per token must be 1 to the {} routed experts", moe.experts),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The model when every size is within bounds, else `None` with one
+    /// `config.invalid_value` finding per size, named by `subject` (the reader's key form).
+    pub fn checked(self, subject: impl Fn(Key) -> String, findings: &mut Findings) -> Option<Model> {
+        let out = self.out_of_bounds();
+        for (key, value, why) in &out {
+            findings
+                .push(Code::ConfigInvalidValue, subject(*key), why.clone())
+                .observed = Some((*value).into());
+        }
+        out.is_empty().then_some(self)
+    }
+
     /// The widest softmax-attention geometry: `(kv_heads, head_dim, v_head_dim)` of the layer
     /// with most KV heads, for the wire summary.
     fn attention_summary(&self) -> Option<(u64, u64, u64)> {

@@ -26,9 +26,7 @@ fn fits(described: &[Described], options: &PlanOptions, engine: MemoryEngine) ->
         .map(|d| memory::prepare(&d.inputs(), options, engine, &mut scratch))
         .collect::<Option<_>>()?;
     let refs: Vec<&memory::Sizing> = sizings.iter().collect();
-    let (memory, _) = memory::system(&refs, options, engine);
-    memory.per_rank.as_ref()?;
-    memory.fits
+    memory::fits_as_planned(&refs, options, engine)
 }
 
 pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Placed {

@@ -307,6 +307,9 @@ fn understand(
     let mut reader = ConfigReader::new(defaulted.as_ref().unwrap_or(map), prefix, findings);
     reader.grade_keys(&[family.keys, family.more_keys].concat(), &[]);
     let mut normalized = (family.normalize)(model_type, &mut reader)?;
+    normalized.model = normalized
+        .model
+        .checked(|key| format!("config.{prefix}{}", key.config), findings)?;
     if !prefix.is_empty()
         && let Some(tie) = raw.get("tie_word_embeddings").and_then(Value::as_bool)
     {

@@ -200,8 +200,20 @@ impl Graph {
     /// The buffer `ggml_gallocr_reserve` sizes for this graph: `ggml_gallocr_alloc_graph_impl`
     /// (ggml-alloc.c:718-823) over a single-chunk dynamic allocator with `alignment`.
     pub fn reserve(&self, alignment: u64) -> u64 {
+        REPLAYS.with(|n| n.set(n.get() + 1));
         Replay::new(self, alignment).run()
     }
+}
+
+thread_local! {
+    /// Graphs replayed on this thread: the work a plan did, counted beside it, so tests can
+    /// prove a plan replayed once per distinct shape (the planner runs on its caller's thread).
+    static REPLAYS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many ggml graphs this thread has replayed so far.
+pub fn replays_on_this_thread() -> u64 {
+    REPLAYS.with(std::cell::Cell::get)
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -258,16 +258,7 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     let ctx = Context::new(context, sizing.sequences, &knobs);
     let kv = ctx.kv(&sizing.caches);
     let compute = match sizing.llama_cpp_graph {
-        Some(graph) => {
-            let shape = ctx.graph_shape(sizing, knobs.flash_attn);
-            let graph = match graph {
-                LlamaCppGraph::OpenAiMoe => openai_moe_graph(&shape),
-                LlamaCppGraph::Llama => llama_graph(&shape, false),
-                LlamaCppGraph::Qwen3 => llama_graph(&shape, true),
-                LlamaCppGraph::Gemma3 => gemma3_graph(&shape),
-            };
-            graph.reserve(ALIGNMENT)
-        }
+        Some(graph) => sizing.replays.reserve(graph, ctx.graph_shape(sizing, knobs.flash_attn)),
         None => ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn),
     };
     let output = ctx.output(&sizing.shape);
@@ -322,8 +313,37 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     }
 }
 
+/// Compute buffers already replayed for one artifact, by graph and shape. A plan asks for
+/// the same graph many times — each placement candidate, the report, the longest-context
+/// search — and a replay walks every node of every layer: one replay per distinct shape
+/// bounds a plan's work by the shapes it considers, not by how often it asks.
+#[derive(Debug, Default)]
+pub struct Replays {
+    done: std::sync::Mutex<std::collections::HashMap<(LlamaCppGraph, GraphShape), u64>>,
+}
+
+impl Replays {
+    /// ggml-alloc's reservation for `graph` at `shape`, replayed once.
+    pub fn reserve(&self, graph: LlamaCppGraph, shape: GraphShape) -> u64 {
+        let key = (graph, shape);
+        if let Some(bytes) = self.done.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return *bytes;
+        }
+        let shape = &key.1;
+        let built = match graph {
+            LlamaCppGraph::OpenAiMoe => openai_moe_graph(shape),
+            LlamaCppGraph::Llama => llama_graph(shape, false),
+            LlamaCppGraph::Qwen3 => llama_graph(shape, true),
+            LlamaCppGraph::Gemma3 => gemma3_graph(shape),
+        };
+        let bytes = built.reserve(ALIGNMENT);
+        self.done.lock().unwrap_or_else(|e| e.into_inner()).insert(key, bytes);
+        bytes
+    }
+}
+
 /// What llama.cpp's graph for one micro-batch is built from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct GraphShape {
     /// The micro-batch, rounded up to a multiple of the sequences (`graph_reserve`,
     /// llama-context.cpp:2528-2530), and the outputs of it: `min(n_ctx, n_ubatch)`.

@@ -9,6 +9,9 @@ mod llama_cpp;
 mod sglang;
 mod vllm;
 
+pub use ggml::replays_on_this_thread;
+pub use llama_cpp::Replays;
+
 use std::collections::BTreeMap;
 
 use crate::families::Placement;
@@ -80,6 +83,11 @@ pub struct Inputs<'a> {
     pub layout: &'a WeightsLayout,
     /// The weights as stored: all that is certain when the architecture is refused.
     pub weights_bytes: u64,
+    /// llama.cpp compute buffers replayed so far for this artifact, shared by every sizing of it.
+    pub replays: std::sync::Arc<llama_cpp::Replays>,
+    /// A blocking finding was made before sizing: the figures stand, but they may rest on a
+    /// header that lies (a key that understates its tensors), so they never prove a fit.
+    pub untrusted: bool,
 }
 
 /// One artifact, prepared so its figures can be taken at any context.
@@ -100,6 +108,8 @@ pub struct Sizing {
     buffers: u64,
     /// The architecture was refused: only the stored weights are known, as a lower bound.
     lower_bound: bool,
+    /// See [`Inputs::untrusted`].
+    untrusted: bool,
     /// Each decoder layer's group in `caches` (`None`: it caches nothing), in layer order.
     layer_groups: Vec<Option<usize>>,
     /// Each decoder layer's weight bytes, and the token embedding's.
@@ -109,6 +119,7 @@ pub struct Sizing {
     tied_output: bool,
     /// The graph llama.cpp builds, where its compute buffer is replayed.
     llama_cpp_graph: Option<crate::model::LlamaCppGraph>,
+    replays: std::sync::Arc<llama_cpp::Replays>,
 }
 
 /// Layers that cache alike.
@@ -287,6 +298,7 @@ pub fn prepare(
         rank_weights,
         buffers,
         lower_bound: false,
+        untrusted: inputs.untrusted,
         layer_weights: (0..layers.len() as u64)
             .map(|l| {
                 u32::try_from(l)
@@ -304,6 +316,7 @@ pub fn prepare(
             .fold(0u64, |acc, (_, s)| acc.saturating_add(s.bytes)),
         tied_output: !inputs.layout.parts.keys().any(|(c, _)| *c == Component::LmHead),
         llama_cpp_graph: model.llama_cpp_graph,
+        replays: inputs.replays.clone(),
         layer_groups,
     })
 }
@@ -352,11 +365,13 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: MemoryEngin
         // Unknown, as everything but the stored weights is.
         buffers: 0,
         lower_bound: true,
+        untrusted: true,
         layer_groups: Vec::new(),
         layer_weights: Vec::new(),
         embedding_weights: 0,
         tied_output: false,
         llama_cpp_graph: None,
+        replays: Default::default(),
     }
 }
 
@@ -886,6 +901,49 @@ fn engine_info(engine: MemoryEngine) -> EngineInfo {
     }
 }
 
+/// What one device holds at `context` (each artifact's own when `None`): one rank of every
+/// artifact, whichever replica it belongs to; `None` when some artifact cannot be split.
+fn held_per_rank(sizings: &[&Sizing], context: Option<u64>, target: &Target) -> Option<RankMemory> {
+    let mut held = RankMemory {
+        tensor_parallel: target.options.tensor_parallel_degree(),
+        weights_bytes: 0,
+        buffers_bytes: 0,
+        kv_cache_bytes: 0,
+        activation_bytes: 0,
+        non_torch_bytes: 0,
+        total_bytes: 0,
+    };
+    for sizing in sizings {
+        let rank = sizing.rank(context.unwrap_or(sizing.context), target)?;
+        held.weights_bytes = held.weights_bytes.saturating_add(rank.weights_bytes);
+        held.buffers_bytes = held.buffers_bytes.saturating_add(rank.buffers_bytes);
+        held.kv_cache_bytes = held.kv_cache_bytes.saturating_add(rank.kv_cache_bytes);
+        held.activation_bytes = held.activation_bytes.saturating_add(rank.activation_bytes);
+        held.non_torch_bytes = held.non_torch_bytes.saturating_add(rank.non_torch_bytes);
+        held.total_bytes = held.total_bytes.saturating_add(rank.total_bytes);
+    }
+    Some(held)
+}
+
+/// Whether the system fits its devices at the planned context, as placement asks it of each
+/// candidate count: one rank's memory against the smallest device, and nothing else — no
+/// report, no longest-context search. `None` when some artifact cannot be split.
+pub fn fits_as_planned(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) -> Option<bool> {
+    let smallest = options.devices.as_ref()?.smallest()?;
+    let target = Target {
+        engine,
+        options,
+        device: Some(smallest),
+    };
+    let held = held_per_rank(sizings, None, &target)?;
+    let fits = held.total_bytes <= target.usable_of(smallest);
+    // A refused architecture's weights are a lower bound: they prove a misfit, never a fit.
+    match fits && sizings.iter().any(|s| s.lower_bound) {
+        true => None,
+        false => Some(fits),
+    }
+}
+
 /// Share of usable bytes under which a plan that fits is called tight.
 const TIGHT_FIT_PERCENT: u64 = 5;
 
@@ -893,7 +951,8 @@ const TIGHT_FIT_PERCENT: u64 = 5;
 /// degree, each device holding one rank of every artifact. Returns the block, and a
 /// `memory.tight_fit` finding's detail when a plan fits with little to spare.
 pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) -> (Memory, Option<String>) {
-    let refused = sizings.iter().any(|s| s.lower_bound);
+    // Figures that cannot prove a fit: a refused architecture's, or ones beside a blocking finding.
+    let refused = sizings.iter().any(|s| s.lower_bound || s.untrusted);
     let devices = options.devices.as_ref();
     // The smallest device decides (every device holds one rank of everything).
     let smallest: Option<&DeviceGroup> = devices.and_then(Devices::smallest);
@@ -904,28 +963,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
     };
     let reports: Vec<ArtifactMemory> = sizings.iter().map(|s| s.report(&target)).collect();
     let sum = |f: fn(&ArtifactMemory) -> u64| reports.iter().fold(0u64, |acc, r| acc.saturating_add(f(r)));
-    // Each device holds one rank of every artifact, whichever replica it belongs to.
-    let per_rank_at = |context: Option<u64>, target: &Target| -> Option<RankMemory> {
-        let mut held = RankMemory {
-            tensor_parallel: options.tensor_parallel_degree(),
-            weights_bytes: 0,
-            buffers_bytes: 0,
-            kv_cache_bytes: 0,
-            activation_bytes: 0,
-            non_torch_bytes: 0,
-            total_bytes: 0,
-        };
-        for sizing in sizings {
-            let rank = sizing.rank(context.unwrap_or(sizing.context), target)?;
-            held.weights_bytes = held.weights_bytes.saturating_add(rank.weights_bytes);
-            held.buffers_bytes = held.buffers_bytes.saturating_add(rank.buffers_bytes);
-            held.kv_cache_bytes = held.kv_cache_bytes.saturating_add(rank.kv_cache_bytes);
-            held.activation_bytes = held.activation_bytes.saturating_add(rank.activation_bytes);
-            held.non_torch_bytes = held.non_torch_bytes.saturating_add(rank.non_torch_bytes);
-            held.total_bytes = held.total_bytes.saturating_add(rank.total_bytes);
-        }
-        Some(held)
-    };
+    let per_rank_at = |context: Option<u64>, target: &Target| held_per_rank(sizings, context, target);
     let per_rank = per_rank_at(None, &target);
     let mut per_device = Vec::new();
     let mut max_context_that_fits = None;
@@ -1081,7 +1119,11 @@ impl Sizing {
 /// that holds up to some point and fails after it (memory only grows with context).
 /// Binary search over the exact function, so sliding windows are honoured, not assumed away.
 pub fn largest_passing(upper: u64, passes: impl Fn(u64) -> bool) -> u64 {
-    let (mut lo, mut hi) = (0u64, upper);
+    // Nothing fits at all is common (a device too small) and costs one try, not a search.
+    if upper == 0 || !passes(1) {
+        return 0;
+    }
+    let (mut lo, mut hi) = (1u64, upper);
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);
         if passes(mid) {
