@@ -25,6 +25,8 @@ verdict.
     # and against the released archives themselves (sha256 + every cited registry line):
     pip download --no-deps transformers==5.24.0 ... -d pkgs
     python3 scripts/engines/regenerate.py --shared DIR --check --packages pkgs
+    # config keys read per architecture, ModelOpt quant_algo values, llama.cpp GGUF keys
+    # (config_keys.json, modelopt.json, llamacpp_keys.json): see scripts/engines/extract_config_keys.py
 
 Output is deterministic (sorted keys, fixed indentation): a rerun reproduces the committed
 files byte for byte.
