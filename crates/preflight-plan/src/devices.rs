@@ -142,6 +142,11 @@ const UNITS: &[(&str, u64)] = &[
 ];
 
 /// A typed size: whole bytes, optionally with a unit.
+/// The most memory one device may be said to have: 1 PiB, a thousand times the largest part
+/// in the catalogue. Past it, headroom and fit arithmetic would be meaningless (2^64 − 1 bytes
+/// "fitted" with a headroom of −2^63).
+pub const MAX_DEVICE_BYTES: u64 = 1 << 50;
+
 fn size(text: &str) -> Result<u64, String> {
     let lower = text.trim().to_ascii_lowercase();
     let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
@@ -152,6 +157,9 @@ fn size(text: &str) -> Result<u64, String> {
     };
     match scale.and_then(|s| digits.parse::<u64>().ok()?.checked_mul(s)) {
         Some(0) => Err(format!("`{text}`: a device needs more than 0 bytes")),
+        Some(bytes) if bytes > MAX_DEVICE_BYTES => Err(format!(
+            "`{text}` is larger than any device (at most 1 PiB, 2^50 bytes): give one device's memory"
+        )),
         Some(bytes) => Ok(bytes),
         None => Err(format!(
             "`{text}` is not a capacity: whole bytes, optionally with a unit (KiB MiB GiB TiB; KB MB GB TB read the same, as device vendors mean them), below 2^64"

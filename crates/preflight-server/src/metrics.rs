@@ -65,6 +65,8 @@ pub struct Metrics {
     pub refusals: AtomicU64,
     /// Misses that joined a plan already in flight instead of staging again.
     pub coalesced: AtomicU64,
+    /// Plans dropped because every requester left: their permits freed for others.
+    pub plans_abandoned: AtomicU64,
     pub stored: AtomicU64,
     pub store_errors: AtomicU64,
     pub errors_4xx: AtomicU64,
@@ -95,7 +97,7 @@ impl Metrics {
     /// `redis`: whether a shared tier is configured (its series appear only then).
     pub fn render(&self, memory_entries: u64, memory_bytes: u64, in_flight: u64, redis: bool) -> String {
         let mut out = String::with_capacity(4096);
-        let counters: [(&str, &str, &AtomicU64); 18] = [
+        let counters: [(&str, &str, &AtomicU64); 19] = [
             (
                 "preflight_http_requests_total",
                 "HTTP requests received",
@@ -151,6 +153,11 @@ impl Metrics {
                 "preflight_coalesced_total",
                 "misses that joined a plan in flight",
                 &self.coalesced,
+            ),
+            (
+                "preflight_plans_abandoned_total",
+                "plans dropped once every requester had left (their permits freed)",
+                &self.plans_abandoned,
             ),
             (
                 "preflight_verdicts_stored_total",

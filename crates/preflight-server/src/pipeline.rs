@@ -105,6 +105,10 @@ impl Drop for Leader {
     }
 }
 
+/// How often a plan in flight looks whether anyone still waits for it: the longest a permit
+/// outlives its last requester.
+const ABANDONED_CHECK: Duration = Duration::from_millis(50);
+
 /// What the operator decided: who may plan what, and the bounds.
 pub struct Policy {
     pub profile: Profile,
@@ -184,7 +188,7 @@ impl FactsTier {
             return Some(facts);
         }
         let entry = self.shared.as_ref()?.get_facts(&id).await?;
-        let facts = Arc::new(facts_cache::decode(&entry)?);
+        let facts = Arc::new(facts_cache::decode(&id, &entry)?);
         self.memory.insert(id, facts.clone());
         if let Some(disk) = &self.disk
             && let Err(e) = disk.put(key, &facts)
@@ -202,7 +206,7 @@ impl FactsTier {
             tracing::warn!(error = %e, "staged facts not stored");
         }
         if let Some(shared) = &self.shared {
-            match facts_cache::encode(facts) {
+            match facts_cache::encode(&key.id(), facts) {
                 Ok(entry) => shared.put_facts(&key.id(), &entry).await,
                 Err(e) => tracing::warn!(error = %e, "staged facts not encoded for redis"),
             }
@@ -308,13 +312,31 @@ impl Pipeline {
                 let (hub, sources, commits, options) =
                     (hub.clone(), sources.clone(), commits.clone(), request.options.clone());
                 // The work runs on its own task: the requester hanging up (its future
-                // dropped) must not abandon the plan for everyone who joined it.
+                // dropped) must not abandon the plan for everyone who joined it. Once no one
+                // at all waits, the work is dropped, and its planning permit with it.
                 tokio::spawn(async move {
                     let pipeline = leader.pipeline.clone();
-                    let result = pipeline
-                        .lead(&hub, &sources, &commits, &options, &leader.key, deadline)
-                        .await;
-                    leader.finish(result);
+                    let key = leader.key.clone();
+                    let work = pipeline.lead(&hub, &sources, &commits, &options, &key, deadline);
+                    tokio::pin!(work);
+                    let mut check = tokio::time::interval(ABANDONED_CHECK);
+                    loop {
+                        tokio::select! {
+                            result = &mut work => {
+                                leader.finish(result);
+                                break;
+                            }
+                            _ = check.tick() => {
+                                // The flight table's own receiver is the one left: every
+                                // requester and joiner has gone.
+                                if leader.sender.receiver_count() <= 1 {
+                                    inc(&pipeline.metrics.plans_abandoned);
+                                    tracing::info!(key = leader.key, "every requester left: the plan is dropped and its permit freed");
+                                    break;
+                                }
+                            }
+                        }
+                    }
                 });
                 (waiting, false)
             }

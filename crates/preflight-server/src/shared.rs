@@ -35,6 +35,14 @@ pub const MIN_SECRET_LEN: usize = 32;
 type HmacSha256 = Hmac<Sha256>;
 /// An HMAC-SHA256 tag, stored raw before a facts entry.
 const TAG_BYTES: usize = 32;
+
+/// The longest verdict value this tier writes: a verdict is at most 1 MiB whatever its input
+/// (the planner bounds its findings), plus its hex tag.
+const MAX_VERDICT_VALUE: usize = (2 << 20) + 2 * TAG_BYTES + 1;
+
+/// The longest facts value this tier writes: compressed staged facts (Kimi-K2's 17.7 MB of
+/// headers compress to ~4 MB), plus the tag. A longer value is planted, and not read.
+const MAX_FACTS_VALUE: usize = (32 << 20) + TAG_BYTES;
 /// The breaker's first and longest pause after a failure.
 const BREAKER_MIN: Duration = Duration::from_millis(500);
 const BREAKER_MAX: Duration = Duration::from_secs(5);
@@ -181,13 +189,48 @@ impl Shared {
         mac
     }
 
+    /// The string under `rkey` when it is one and at most `max` bytes long. Anything else
+    /// there — another type, or a value larger than this tier ever writes — is deleted in the
+    /// same round trip, never read into memory and never counted against the breaker: a
+    /// planted value costs one miss, not every read after it.
+    async fn fetch(&self, what: &str, rkey: String, max: usize) -> Option<Vec<u8>> {
+        let script = redis::Script::new(
+            "local t = redis.call('TYPE', KEYS[1])['ok']
+             if t == 'none' then return {'miss', ''} end
+             if t ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[1]) then
+               redis.call('DEL', KEYS[1])
+               return {'removed', t}
+             end
+             return {'ok', redis.call('GET', KEYS[1])}",
+        );
+        let key = rkey.clone();
+        let (status, value): (String, Vec<u8>) = self
+            .call(what, |mut c| async move {
+                script.key(key).arg(max).invoke_async(&mut c).await
+            })
+            .await?;
+        match status.as_str() {
+            "ok" => Some(value),
+            "removed" => {
+                let kind = String::from_utf8_lossy(&value).into_owned();
+                tracing::warn!(
+                    key = rkey,
+                    kind,
+                    max,
+                    "a value this tier never writes was in redis: deleted, read as a miss"
+                );
+                None
+            }
+            _ => None,
+        }
+    }
+
     /// The verdict under `key`, its tag verified (in constant time). A value that fails —
     /// forged, corrupt, or moved from another key — is deleted and reads as a miss.
     pub async fn get(&self, key: &str) -> Option<String> {
         let rkey = Self::verdict_key(key);
-        let value: String = self
-            .call("get", |mut c| async move { c.get::<_, Option<String>>(rkey).await })
-            .await??;
+        let value = self.fetch("get", rkey, MAX_VERDICT_VALUE).await?;
+        let value = String::from_utf8(value).ok().unwrap_or_default();
         if let Some((tag, body)) = value.split_once('\n')
             && let Some(tag) = unhex(tag)
             && self.mac(key, body.as_bytes()).verify_slice(&tag).is_ok()
@@ -216,13 +259,7 @@ impl Shared {
     /// replayed under the public key) — is deleted and reads as a miss.
     pub async fn get_facts(&self, id: &str) -> Option<Vec<u8>> {
         let rkey = Self::facts_key(id);
-        let fetch = rkey.clone();
-        let value: Vec<u8> = self
-            .call(
-                "get facts",
-                |mut c| async move { c.get::<_, Option<Vec<u8>>>(fetch).await },
-            )
-            .await??;
+        let value = self.fetch("get facts", rkey.clone(), MAX_FACTS_VALUE).await?;
         if value.len() >= TAG_BYTES {
             let (tag, entry) = value.split_at(TAG_BYTES);
             if self.mac(&rkey, entry).verify_slice(tag).is_ok() {
@@ -236,6 +273,9 @@ impl Shared {
 
     /// Store an encoded facts entry under `id`, tagged, for as long as verdicts live.
     pub async fn put_facts(&self, id: &str, entry: &[u8]) {
+        if entry.len() + TAG_BYTES > MAX_FACTS_VALUE {
+            return;
+        }
         let rkey = Self::facts_key(id);
         let mut value = self.mac(&rkey, entry).finalize().into_bytes().to_vec();
         value.extend_from_slice(entry);

@@ -19,6 +19,10 @@ pub struct Compare {
 }
 
 /// `weights-dtype=bf16,fp8`: the option must be comparable and every value valid for it.
+/// Values one `--compare` may name: each is a whole plan and a column a person reads, and
+/// every comparable option has fewer choices than this.
+pub const MAX_COMPARED: usize = 16;
+
 pub fn parse(s: &str) -> Result<Compare, String> {
     let (key, values) = s
         .split_once('=')
@@ -35,6 +39,12 @@ pub fn parse(s: &str) -> Result<Compare, String> {
         .collect();
     if values.len() < 2 {
         return Err(format!("`{s}`: give at least two values to compare"));
+    }
+    if values.len() > MAX_COMPARED {
+        return Err(format!(
+            "--compare {key}: {} values; at most {MAX_COMPARED} are compared side by side (each is a plan)",
+            values.len()
+        ));
     }
     let compare = Compare { option, values };
     compare.variants(&PlanOptions::default())?;
@@ -126,4 +136,14 @@ pub fn text(compare: &Compare, verdicts: &[Verdict]) -> String {
         let _ = writeln!(out, "  {}", cells.join("  ").trim_end());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ten_thousand_values_are_refused_before_any_plan() {
+        let values: Vec<String> = (0..10_000).map(|_| "bf16".to_owned()).collect();
+        let error = super::parse(&format!("weights-dtype={}", values.join(","))).expect_err("capped");
+        assert!(error.contains("at most"), "{error}");
+    }
 }

@@ -364,11 +364,36 @@ pub fn read_dims(cfg: &mut ConfigReader, tie_default: bool) -> Option<Dims> {
 /// {…}}`) gives one table per distinct entry, each for the head `head_size` names for its
 /// layer type; a flat one gives one table (`head_size(None)`). A rope type the planner does
 /// not size specially counts one row per position.
-pub fn read_rope(cfg: &ConfigReader, max_position: u64, head_size: impl Fn(Option<&str>) -> u64) -> Vec<Rope> {
-    let params = cfg
-        .value("rope_parameters")
-        .or_else(|| cfg.value("rope_scaling"))
-        .and_then(Value::as_object);
+/// RoPE scaling factors past this stretch no released model (DeepSeek's YaRN is 40, Llama 4
+/// Scout's 16): a larger one sizes the rotary table past any device.
+const MAX_ROPE_FACTOR: f64 = 1024.0;
+
+pub fn read_rope(cfg: &mut ConfigReader, max_position: u64, head_size: impl Fn(Option<&str>) -> u64) -> Vec<Rope> {
+    let key = ["rope_parameters", "rope_scaling"]
+        .into_iter()
+        .find(|k| cfg.value(k).is_some())
+        .unwrap_or("rope_parameters");
+    let params = cfg.value(key).and_then(Value::as_object);
+    // A factor that is not a number in (0, MAX_ROPE_FACTOR] (NaN and ±Infinity arrive as
+    // strings, Python's json writes them) changes positions in a way nothing here models.
+    let entries: Vec<&Map<String, Value>> = match params {
+        Some(p) if p.values().all(Value::is_object) && !p.is_empty() => {
+            p.values().filter_map(Value::as_object).collect()
+        }
+        Some(p) => vec![p],
+        None => Vec::new(),
+    };
+    if let Some(bad) = entries.iter().filter_map(|e| e.get("factor")).find(|f| {
+        !f.as_f64()
+            .is_some_and(|f| f.is_finite() && f > 0.0 && f <= MAX_ROPE_FACTOR)
+    }) {
+        cfg.unsupported(
+            key,
+            format!(
+                "a RoPE scaling factor of {bad}: a positive number up to {MAX_ROPE_FACTOR} is planned, nothing else"
+            ),
+        );
+    }
     let top_partial = ["partial_rotary_factor", "rotary_pct", "rotary_emb_fraction"]
         .iter()
         .find_map(|k| cfg.value(k).and_then(Value::as_f64));
@@ -593,8 +618,8 @@ mod tests {
     fn ropes(config: Value) -> Vec<Rope> {
         let mut findings = crate::findings::Findings::default();
         let map = config.as_object().expect("object").clone();
-        let cfg = ConfigReader::new(&map, "", &mut findings);
-        read_rope(&cfg, 4096, |layer_type| match layer_type {
+        let mut cfg = ConfigReader::new(&map, "", &mut findings);
+        read_rope(&mut cfg, 4096, |layer_type| match layer_type {
             Some("full_attention") => 512,
             _ => 128,
         })

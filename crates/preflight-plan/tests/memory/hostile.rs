@@ -183,3 +183,44 @@ fn an_open_device_count_replays_the_llama_cpp_graph_once_per_distinct_shape() {
     assert_eq!(memory.max_context_that_fits, Some(0));
     assert!(replays <= 3, "{replays} replays for one plan");
 }
+
+#[test]
+fn a_rope_factor_that_is_not_a_sane_number_is_blocking() {
+    // NaN and Infinity arrive as strings (Python's json writes them bare); −8 and 1e308 are
+    // numbers no model uses. Each was planned as plain RoPE, or a table of 2^64 − 1 bytes.
+    for factor in [json!("NaN"), json!("Infinity"), json!(-8.0), json!(1e308)] {
+        let rope = json!({"rope_type": "linear", "factor": factor});
+        let facts = with_config(hub("Qwen/Qwen3-8B"), "rope_scaling", rope);
+        let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "h100-80gb:1"}"#));
+        refused_with(&verdict, "config.unsupported_value", "rope_scaling");
+    }
+}
+
+#[test]
+fn a_context_past_two_to_the_32_is_not_a_real_model() {
+    let facts = with_config(hub("Qwen/Qwen3-8B"), "max_position_embeddings", json!(1u64 << 63));
+    let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "h100-80gb:1"}"#));
+    refused_with(&verdict, "config.invalid_value", "max_position_embeddings");
+    // At the bound itself, the longest context that fits is within it too.
+    let facts = with_config(hub("Qwen/Qwen3-8B"), "max_position_embeddings", json!(1u64 << 32));
+    let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "1024TiB:1"}"#));
+    let longest = verdict
+        .memory
+        .as_ref()
+        .and_then(|m| m.max_context_that_fits)
+        .expect("a longest context");
+    assert!(longest <= 1 << 32, "{longest}");
+}
+
+#[test]
+fn a_device_larger_than_any_device_is_bad_input() {
+    for devices in ["18446744073709551615", "2048TiB", "h100-80gb=2048TiB"] {
+        let parsed: Result<preflight_plan::PlanOptions, _> =
+            serde_json::from_str(&format!(r#"{{"devices": "{devices}"}}"#));
+        let refused = match parsed {
+            Err(_) => true,
+            Ok(options) => options.validate().is_err(),
+        };
+        assert!(refused, "{devices} accepted");
+    }
+}

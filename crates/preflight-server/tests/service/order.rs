@@ -217,3 +217,41 @@ async fn futures_join<T>(handles: impl Iterator<Item = tokio::task::JoinHandle<T
     }
     out
 }
+
+#[tokio::test]
+async fn a_plan_every_requester_left_frees_its_permit() {
+    // Two such requests used to hold both permits for minutes after their clients left,
+    // and every other miss got 429.
+    let s = server(&["--max-plans-in-flight", "1"]).await;
+    s.hub
+        .add_fault(Fault::latency(Duration::from_secs(30)).path_contains("DeepSeek"));
+    // Pinned: no probe, so the plan is keyed and runs as a flight of its own.
+    let pinned = format!(
+        "hf://deepseek-ai/DeepSeek-V3@{}",
+        crate::support::commit_of("deepseek-ai/DeepSeek-V3")
+    );
+    let slow = crate::support::spawn_plan(&s.app, Box::leak(pinned.into_boxed_str()));
+    while s.state.pipeline.in_flight() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    slow.abort();
+    // The Hub would keep the plan waiting 30 s; its permit comes back as soon as the plan
+    // sees no one is waiting.
+    for _ in 0..2000 {
+        if s.state.pipeline.in_flight() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        s.state.pipeline.in_flight(),
+        0,
+        "the abandoned plan still holds its permit"
+    );
+    let (status, _, body) = s.plan(&["hf://Qwen/Qwen3-0.6B"]).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        preflight_server::metrics::Metrics::get(&s.state.metrics.plans_abandoned),
+        1
+    );
+}

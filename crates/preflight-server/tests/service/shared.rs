@@ -250,3 +250,74 @@ async fn staged_facts_in_redis_spare_another_replica_its_staging() {
     assert_eq!(c.counts().staging, 1, "restaged");
     assert_eq!(preflight_server::metrics::Metrics::get(&c.state.metrics.facts_hits), 0);
 }
+
+/// What the verdict and facts keys of one plan are, in the shared Redis.
+async fn shared_keys(conn: &mut redis::aio::MultiplexedConnection, kind: &str) -> Vec<String> {
+    redis::cmd("KEYS")
+        .arg(format!("preflight:*{kind}:*"))
+        .query_async(conn)
+        .await
+        .expect("keys")
+}
+
+#[tokio::test]
+async fn a_planted_value_is_deleted_on_first_read_and_never_trips_the_breaker() {
+    let redis = RedisServer::start();
+    let url = redis.url();
+    let flags = [
+        "--cache-url",
+        url.as_str(),
+        "--cache-secret",
+        SECRET,
+        "--redis-timeout-ms",
+        "2000",
+    ];
+    let a = crate::support::server_on(hub().await, &flags);
+    let repo = "hf://Qwen/Qwen3-8B";
+    assert_eq!(a.plan(&[repo]).await.0, StatusCode::OK);
+    let client = redis::Client::open(url.as_str()).expect("redis client");
+    let mut conn = client.get_multiplexed_async_connection().await.expect("connect");
+    let verdict = shared_keys(&mut conn, "verdict").await.pop().expect("a verdict key");
+    let facts = shared_keys(&mut conn, "facts").await.pop().expect("a facts key");
+    // A hash where a verdict string belongs (a WRONGTYPE error on every GET before), and a
+    // 40 MB string where facts belong (read whole into a replica before).
+    let _: () = redis::cmd("DEL")
+        .arg(&verdict)
+        .query_async(&mut conn)
+        .await
+        .expect("del");
+    let _: () = redis::cmd("HSET")
+        .arg(&verdict)
+        .arg("f")
+        .arg("v")
+        .query_async(&mut conn)
+        .await
+        .expect("hset");
+    let _: () = redis::cmd("SET")
+        .arg(&facts)
+        .arg(vec![b'x'; 40 << 20])
+        .query_async(&mut conn)
+        .await
+        .expect("set");
+
+    let b = a.sibling(&flags);
+    for _ in 0..3 {
+        let (status, _, v) = b.plan(&[repo]).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+    }
+    let errors = preflight_server::metrics::Metrics::get(&b.state.metrics.redis_errors);
+    assert_eq!(errors, 0, "a planted value is a miss, not a Redis failure");
+    assert_eq!(b.counts().staging, 1, "the planted facts were not served");
+    let kind: String = redis::cmd("TYPE")
+        .arg(&verdict)
+        .query_async(&mut conn)
+        .await
+        .expect("type");
+    assert_eq!(kind, "string", "the hash was deleted and the verdict stored again");
+    let len: u64 = redis::cmd("STRLEN")
+        .arg(&facts)
+        .query_async(&mut conn)
+        .await
+        .expect("strlen");
+    assert!(len < 40 << 20, "the planted value was deleted ({len} bytes there)");
+}
