@@ -65,6 +65,8 @@ pub struct Metrics {
     pub refusals: AtomicU64,
     /// Misses that joined a plan already in flight instead of staging again.
     pub coalesced: AtomicU64,
+    /// Stagings that waited for the same commit's staging in flight instead of reading again.
+    pub staging_coalesced: AtomicU64,
     /// Plans dropped because every requester left: their permits freed for others.
     pub plans_abandoned: AtomicU64,
     pub stored: AtomicU64,
@@ -97,7 +99,7 @@ impl Metrics {
     /// `redis`: whether a shared tier is configured (its series appear only then).
     pub fn render(&self, memory_entries: u64, memory_bytes: u64, in_flight: u64, redis: bool) -> String {
         let mut out = String::with_capacity(4096);
-        let counters: [(&str, &str, &AtomicU64); 19] = [
+        let counters: [(&str, &str, &AtomicU64); 20] = [
             (
                 "preflight_http_requests_total",
                 "HTTP requests received",
@@ -153,6 +155,11 @@ impl Metrics {
                 "preflight_coalesced_total",
                 "misses that joined a plan in flight",
                 &self.coalesced,
+            ),
+            (
+                "preflight_staging_coalesced_total",
+                "stagings that joined the same commit's staging in flight",
+                &self.staging_coalesced,
             ),
             (
                 "preflight_plans_abandoned_total",

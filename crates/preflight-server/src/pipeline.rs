@@ -72,6 +72,8 @@ pub struct Pipeline {
     pub semantics_version: u32,
     facts: FactsTier,
     flights: Mutex<HashMap<String, Flight>>,
+    /// Stagings in flight by facts key: one per commit, whatever the options.
+    staging_flights: Mutex<HashMap<String, StagingFlight>>,
 }
 
 /// What a plan in flight ends with: the verdict and whether it came from a cache.
@@ -83,6 +85,26 @@ type Flight = tokio::sync::watch::Receiver<FlightResult>;
 /// The work for a key, on a task of its own: it finishes (and stores its verdict) for every
 /// request waiting on it even when the request that started it hangs up. Dropping it
 /// (finished, or its task gone) takes the key out of flight, so a later miss leads anew.
+/// The staging of one commit's facts in flight: its result, once there.
+type StagingFlight = tokio::sync::watch::Receiver<Option<Result<Arc<ArtifactFacts>, ApiError>>>;
+
+/// The one request staging a commit's facts; its flight ends when it is dropped, done or not.
+struct StagingLeader<'a> {
+    pipeline: &'a Pipeline,
+    id: String,
+    sender: tokio::sync::watch::Sender<Option<Result<Arc<ArtifactFacts>, ApiError>>>,
+}
+
+impl Drop for StagingLeader<'_> {
+    fn drop(&mut self) {
+        self.pipeline
+            .staging_flights
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
 struct Leader {
     pipeline: Arc<Pipeline>,
     key: String,
@@ -245,6 +267,7 @@ impl Pipeline {
             semantics_version: policy.semantics_version,
             facts,
             flights: Mutex::new(HashMap::new()),
+            staging_flights: Mutex::new(HashMap::new()),
         }
     }
 
@@ -684,13 +707,55 @@ impl Pipeline {
                     // The probe failed: resolve again as part of staging (an error now is final).
                     None => resolve_commit(hub, spec, &Counters::default()).await?,
                 };
-                let facts = Arc::new(stage(hub, spec, &commit, None, budget).await?);
-                self.facts
-                    .put(&FactsKey::hub(spec, &commit, hub.config().token.as_deref()), &facts)
-                    .await;
-                Ok(facts)
+                let key = FactsKey::hub(spec, &commit, hub.config().token.as_deref());
+                // Facts are the commit's whatever the options: concurrent misses of one
+                // commit with different options stage it once, the others wait for it.
+                let leader = match self.staging_flight(&key.id()) {
+                    Ok(leader) => leader,
+                    Err(mut waiting) => {
+                        inc(&self.metrics.staging_coalesced);
+                        let done = waiting.wait_for(Option::is_some).await.map(|done| done.clone()).ok();
+                        return match done {
+                            Some(done) => done.unwrap_or_else(|| Err(self.internal("a finished staging left no result"))),
+                            // The leader's request was dropped mid-staging: read it ourselves.
+                            None => self.stage_hub(hub, spec, &commit, &key, budget).await,
+                        };
+                    }
+                };
+                let result = self.stage_hub(hub, spec, &commit, &key, budget).await;
+                let _ = leader.sender.send(Some(result.clone()));
+                result
             }
         }
+    }
+
+    /// Stage a Hub source at `commit` and keep its facts in the facts tier.
+    async fn stage_hub(
+        &self,
+        hub: &HubClient,
+        spec: &HubSpec,
+        commit: &str,
+        key: &FactsKey<'_>,
+        budget: &PlanBudget,
+    ) -> Result<Arc<ArtifactFacts>, ApiError> {
+        let facts = Arc::new(stage(hub, spec, commit, None, budget).await?);
+        self.facts.put(key, &facts).await;
+        Ok(facts)
+    }
+
+    /// Lead the staging of the facts `id`, or wait for the staging already in flight.
+    fn staging_flight(&self, id: &str) -> Result<StagingLeader<'_>, StagingFlight> {
+        let mut flights = self.staging_flights.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(waiting) = flights.get(id) {
+            return Err(waiting.clone());
+        }
+        let (sender, receiver) = tokio::sync::watch::channel(None);
+        flights.insert(id.to_owned(), receiver);
+        Ok(StagingLeader {
+            pipeline: self,
+            id: id.to_owned(),
+            sender,
+        })
     }
 
     /// A Hub source's facts from the facts tier and how to describe them to this request;
