@@ -716,7 +716,9 @@ impl Pipeline {
                         inc(&self.metrics.staging_coalesced);
                         let done = waiting.wait_for(Option::is_some).await.map(|done| done.clone()).ok();
                         return match done {
-                            Some(done) => done.unwrap_or_else(|| Err(self.internal("a finished staging left no result"))),
+                            Some(done) => {
+                                done.unwrap_or_else(|| Err(self.internal("a finished staging left no result")))
+                            }
                             // The leader's request was dropped mid-staging: read it ourselves.
                             None => self.stage_hub(hub, spec, &commit, &key, budget).await,
                         };

@@ -260,9 +260,8 @@ async fn a_plan_every_requester_left_frees_its_permit() {
 async fn concurrent_misses_with_different_options_stage_one_commit_once() {
     // Each option set is its own verdict key, but the facts are the commit's: eight used to
     // stage separately (8 × 16 Hub requests).
-    let pinned: &'static str = Box::leak(
-        format!("hf://Qwen/Qwen3-8B@{}", crate::support::commit_of("Qwen/Qwen3-8B")).into_boxed_str(),
-    );
+    let pinned: &'static str =
+        Box::leak(format!("hf://Qwen/Qwen3-8B@{}", crate::support::commit_of("Qwen/Qwen3-8B")).into_boxed_str());
     let once = server(&[]).await;
     once.plan(&[pinned]).await;
     let one_staging = once.hub.requests().len();
@@ -287,7 +286,11 @@ async fn concurrent_misses_with_different_options_stage_one_commit_once() {
     for plan in plans {
         assert_eq!(plan.await.expect("task").0, StatusCode::OK);
     }
-    assert_eq!(s.hub.requests().len(), one_staging, "one staging's Hub requests, not eight");
+    assert_eq!(
+        s.hub.requests().len(),
+        one_staging,
+        "one staging's Hub requests, not eight"
+    );
     assert_eq!(s.counts().plans, 8, "every option set planned");
     assert_eq!(
         preflight_server::metrics::Metrics::get(&s.state.metrics.staging_coalesced),

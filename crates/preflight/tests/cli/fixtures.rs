@@ -17,6 +17,23 @@ fn counts(v: &Value) -> BTreeMap<String, u64> {
     serde_json::from_value(v.clone()).expect("counts")
 }
 
+/// Release-day checkpoints whose families (or layouts) the planner does not know yet
+/// (fixtures/packed/GENERATED.md, "release day"): each must be refused until it plans exactly.
+const NOT_YET_PLANNED: &[&str] = &[
+    "MiniMaxAI/MiniMax-M3",
+    "Qwen/Qwen3-32B-FP8-Static-PerTensor",
+    "Qwen/Qwen3.5-0.8B-GGUF/Qwen3.5-0.8B-Q8_0.gguf",
+    "XiaomiMiMo/MiMo-V2-Flash",
+    "deepseek-ai/DeepSeek-V4-Pro",
+    "moonshotai/Kimi-K2.5",
+    "nvidia/Kimi-K2.7-Code-NVFP4",
+    "nvidia/MiniMax-M2.5-NVFP4",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8",
+    "nvidia/Qwen3.6-27B-NVFP4",
+    "stepfun-ai/Step-3.7-Flash-FP8",
+];
+
 #[test]
 fn every_hub_fixture_plans_exactly() {
     let expected = expected();
@@ -35,6 +52,11 @@ fn every_hub_fixture_plans_exactly() {
         let want = &expected[&key];
         let verdict = plan_path(&path);
         let artifact = &verdict.artifacts[0];
+        if NOT_YET_PLANNED.contains(&key.as_str()) {
+            // Refused, never approximated: the list only shrinks as families land.
+            assert!(!verdict.admissible, "{key} plans now: take it off NOT_YET_PLANNED");
+            continue;
+        }
         if !verdict.admissible {
             let blocking: Vec<_> = artifact
                 .findings

@@ -12,8 +12,14 @@ pub fn fixtures() -> PathBuf {
 }
 
 pub fn expected() -> BTreeMap<String, Value> {
-    let text = fs::read_to_string(fixtures().join("expected.json")).expect("expected.json");
-    serde_json::from_str(&text).expect("expected.json parses")
+    let mut all = BTreeMap::new();
+    for file in ["expected.json", "packed/expected-release-day.json"] {
+        let text = fs::read_to_string(fixtures().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let entries: BTreeMap<String, Value> =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{file} parses: {e}"));
+        all.extend(entries);
+    }
+    all
 }
 
 /// The packed fixture repos (`org/name` → unpacked tree), unpacked once per test process.
