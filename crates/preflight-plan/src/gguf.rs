@@ -538,7 +538,8 @@ fn as_u64(value: &Value) -> Option<u64> {
 /// `Q4_K_M; Q4_K 80.4%, Q6_K 19.6%, F32 0.0%`: the mix by elements, led by the file type
 /// by llama.cpp's name when declared.
 fn type_mix(kv: &BTreeMap<String, Value>, elements: &BTreeMap<String, u64>) -> String {
-    let total: u64 = elements.values().sum::<u64>().max(1);
+    // Element counts are as declared: a hostile header's sum can pass 2^64.
+    let total = elements.values().fold(0u64, |acc, n| acc.saturating_add(*n)).max(1);
     let mut mix: Vec<_> = elements.iter().collect();
     mix.sort_by_key(|(_, n)| std::cmp::Reverse(**n));
     let mix = mix

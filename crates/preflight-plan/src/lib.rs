@@ -7,6 +7,8 @@ pub mod config;
 pub mod devices;
 pub mod families;
 pub mod findings;
+#[doc(hidden)]
+pub mod fuzz;
 mod gguf;
 mod memory;
 pub mod model;

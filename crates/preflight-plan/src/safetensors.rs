@@ -498,7 +498,7 @@ fn index_findings(
         let data: u64 = files
             .iter()
             .map(|f| f.header.tensors.iter().map(|t| t.data_offsets[1]).max().unwrap_or(0))
-            .sum();
+            .fold(0u64, u64::saturating_add);
         if data != total {
             findings.mismatch(
                 Code::IndexTotalSizeMismatch,

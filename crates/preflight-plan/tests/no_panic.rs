@@ -293,3 +293,161 @@ fn mxfp4_expert_padding_of_hostile_widths_is_a_verdict_not_an_overflow() {
         }
     }
 }
+
+/// The fuzz targets (`preflight_plan::fuzz`) on the stable toolchain: the kept corpus
+/// (`fuzz/corpus/<target>/`, every crash ever found kept there as a regression case)
+/// replayed, then mutated at random for `PREFLIGHT_FUZZ_SECS` seconds a target (CI: 60;
+/// a plain `cargo test`: 1). A panic saves its input under `target/fuzz-crashes/` and fails.
+mod fuzz {
+    use std::path::{Path, PathBuf};
+    use std::time::{Duration, Instant};
+
+    use preflight_plan::fuzz::{Seeds, TARGETS, Target};
+
+    fn repo() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    fn seeds() -> Seeds {
+        let dir = repo().join("fixtures/local/tiny-llama");
+        let config = std::fs::read(dir.join("config.json")).expect("config");
+        let weights = std::fs::read(dir.join("model.safetensors")).expect("weights");
+        Seeds::new(&config, &weights)
+    }
+
+    fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+        let dir = repo().join("fuzz/corpus").join(target);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("entry").path())
+            .collect();
+        files.sort();
+        files
+            .into_iter()
+            .map(|p| {
+                let bytes = std::fs::read(&p).expect("corpus file");
+                (p, bytes)
+            })
+            .collect()
+    }
+
+    /// Run `target` on `input`; a panic keeps the input and fails the test naming it.
+    fn run(name: &str, target: Target, input: &[u8], seeds: &Seeds) {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| target(input, seeds)));
+        if outcome.is_err() {
+            let dir = repo().join("target/fuzz-crashes");
+            std::fs::create_dir_all(&dir).expect("crash dir");
+            let hash = input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+            });
+            let path = dir.join(format!("{name}-{hash:016x}"));
+            std::fs::write(&path, input).expect("keep the crash");
+            panic!(
+                "fuzz target {name} panicked; input kept at {} (add it to fuzz/corpus/{name}/)",
+                path.display()
+            );
+        }
+    }
+
+    #[test]
+    fn the_kept_corpus_replays_without_a_panic() {
+        let seeds = seeds();
+        for (name, target) in TARGETS {
+            let inputs = corpus(name);
+            assert!(!inputs.is_empty(), "fuzz/corpus/{name} is empty");
+            for (_, input) in inputs {
+                run(name, *target, &input, &seeds);
+            }
+        }
+    }
+
+    /// xorshift64*: reproducible mutations from a seed, no dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Values that sit on the edges readers and the planner must hold: zero, one, powers of
+    /// two, all ones, as the integers GGUF and safetensors headers store.
+    const INTERESTING: &[u64] = &[
+        0,
+        1,
+        2,
+        255,
+        256,
+        4096,
+        1 << 31,
+        1 << 32,
+        1 << 40,
+        1 << 62,
+        1 << 63,
+        u64::MAX,
+    ];
+
+    fn mutate(rng: &mut Rng, input: &mut Vec<u8>, pool: &[(PathBuf, Vec<u8>)]) {
+        for _ in 0..=rng.below(4) {
+            let at = rng.below(input.len());
+            match rng.below(7) {
+                0 if !input.is_empty() => input[at] ^= 1 << rng.below(8),
+                1 if !input.is_empty() => input[at] = rng.next() as u8,
+                2 if input.len() >= 8 => {
+                    let at = at.min(input.len() - 8);
+                    let value = INTERESTING[rng.below(INTERESTING.len())];
+                    let width = [1usize, 2, 4, 8][rng.below(4)];
+                    input[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+                }
+                3 if !input.is_empty() => {
+                    let len = rng.below(64).min(input.len() - at);
+                    input.drain(at..at + len);
+                }
+                4 => {
+                    let (_, other) = &pool[rng.below(pool.len())];
+                    if !other.is_empty() {
+                        let from = rng.below(other.len());
+                        let len = rng.below(256).min(other.len() - from);
+                        let chunk = other[from..from + len].to_vec();
+                        input.splice(at..at, chunk);
+                    }
+                }
+                5 => {
+                    // A decimal number in text formats (JSON): digits swapped for an edge.
+                    let digits = INTERESTING[rng.below(INTERESTING.len())].to_string();
+                    input.splice(at..at, digits.bytes());
+                }
+                _ => input.truncate(at),
+            }
+        }
+    }
+
+    #[test]
+    fn random_inputs_from_the_corpus_never_panic() {
+        let seconds: u64 = std::env::var("PREFLIGHT_FUZZ_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1);
+        let seeds = seeds();
+        let mut runs = 0u64;
+        for (index, (name, target)) in TARGETS.iter().enumerate() {
+            let pool = corpus(name);
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (index as u64 + 1));
+            let until = Instant::now() + Duration::from_secs(seconds);
+            while Instant::now() < until {
+                let mut input = pool[rng.below(pool.len())].1.clone();
+                mutate(&mut rng, &mut input, &pool);
+                run(name, *target, &input, &seeds);
+                runs += 1;
+            }
+        }
+        assert!(runs > 0, "no input was tried");
+    }
+}

@@ -1083,7 +1083,7 @@ impl Sizing {
                     .iter()
                     .filter(|c| !c.kind.is_state())
                     .map(|c| c.per_token_rank.saturating_mul(c.layers))
-                    .sum();
+                    .fold(0u64, u64::saturating_add);
                 let per_request = self.kv(self.context, true) / self.sequences.max(1);
                 (
                     (per_token > 0).then(|| pool_bytes / per_token),
@@ -1101,7 +1101,7 @@ impl Sizing {
                     .iter()
                     .filter(|c| !c.kind.is_state())
                     .map(|c| c.per_token.saturating_mul(c.layers))
-                    .sum::<u64>()
+                    .fold(0u64, u64::saturating_add)
                     .div_ceil(devices);
                 let per_sequence = llama_cpp::Context::new(self.context, 1, &knobs)
                     .kv(&self.caches)

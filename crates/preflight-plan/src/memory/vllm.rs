@@ -261,7 +261,10 @@ impl Pool {
         if specs.iter().all(token_kinds) {
             // `UniformTypeKVCacheSpecs`: every layer keeps every token, pages differ in width;
             // one group whose block is a page of each layer.
-            let page = specs.iter().map(|s| s.page.saturating_mul(s.layers)).sum();
+            let page = specs
+                .iter()
+                .map(|s| s.page.saturating_mul(s.layers))
+                .fold(0u64, u64::saturating_add);
             return Ok(Pool {
                 specs,
                 page,
