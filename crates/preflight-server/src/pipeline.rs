@@ -669,7 +669,10 @@ impl Pipeline {
         let read: Vec<Option<String>> = staged.iter().map(|c| c.facts.source.commit.clone()).collect();
         inc(&self.metrics.plans);
         let options = options.clone();
-        let body = tokio::task::spawn_blocking(move || {
+        // The request's one deadline covers planning too: a plan past it answers 503 and
+        // gives its permit back (the planner's work is bounded, so the thread it leaves
+        // finishes soon after).
+        let planning = tokio::task::spawn_blocking(move || {
             let (facts, served): (Vec<_>, Vec<_>) = staged.into_iter().map(|c| (c.facts, c.served)).unzip();
             let mut verdict = preflight_plan::plan(&facts, &options);
             for ((artifact, staging), served) in verdict.artifacts.iter_mut().zip(&mut verdict.staging).zip(served) {
@@ -678,10 +681,12 @@ impl Pipeline {
                 }
             }
             serde_json::to_string(&verdict)
-        })
-        .await
-        .map_err(|e| self.internal(&format!("the planner task failed: {e}")))?
-        .map_err(|e| self.internal(&format!("cannot render the verdict: {e}")))?;
+        });
+        let body = tokio::time::timeout_at(deadline, planning)
+            .await
+            .map_err(|_| self.plan_timed_out())?
+            .map_err(|e| self.internal(&format!("the planner task failed: {e}")))?
+            .map_err(|e| self.internal(&format!("cannot render the verdict: {e}")))?;
         Ok((body.into(), read))
     }
 
@@ -788,6 +793,17 @@ impl Pipeline {
             ErrorCode::UpstreamTimeout,
             format!(
                 "reading the sources took longer than {}s",
+                self.upstream_timeout.as_secs()
+            ),
+        )
+    }
+
+    fn plan_timed_out(&self) -> ApiError {
+        ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::PlanTimedOut,
+            format!(
+                "staging and planning took longer than the request's {}s deadline; retry",
                 self.upstream_timeout.as_secs()
             ),
         )

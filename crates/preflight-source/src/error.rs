@@ -95,6 +95,7 @@ pub enum ErrorCode {
     NoRoute,
     NoSources,
     PlanAbandoned,
+    PlanTimedOut,
     TooManySources,
     OverCapacity,
 }
@@ -132,6 +133,7 @@ impl ErrorCode {
             ErrorCode::NoRoute => "no_route",
             ErrorCode::NoSources => "no_sources",
             ErrorCode::PlanAbandoned => "plan_abandoned",
+            ErrorCode::PlanTimedOut => "plan_timed_out",
             ErrorCode::TooManySources => "too_many_sources",
             ErrorCode::OverCapacity => "over_capacity",
         }
