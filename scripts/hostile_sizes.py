@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Peak memory and verdict size of `preflight plan --json` on hostile headers at the readers'
 limits: a GGUF with 2^20 empty tensor entries and a safetensors header with 2^20 tensors no
-family places. Prints a table; the bounds the project holds itself to are 256 MiB of RSS and a
-1 MiB verdict. Measured, not asserted: RSS depends on the allocator and the machine.
+family places. Prints a table with each input's header size and the bound the project holds
+itself to — peak RSS at most 4 × the header plus 64 MiB, a verdict of at most 1 MiB — and
+whether it held. Measured, not asserted: RSS depends on the allocator and the machine.
 
 Usage: scripts/hostile_sizes.py [--preflight target/release/preflight]
 """
@@ -47,14 +48,22 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         g = os.path.join(tmp, "empty-entries.gguf")
         gguf(g)
-        rows.append(("GGUF, 2^20 empty tensor entries", *measure(args.preflight, g)))
+        rows.append(("GGUF, 2^20 empty tensor entries", os.path.getsize(g), *measure(args.preflight, g)))
         st = os.path.join(tmp, "st")
         os.mkdir(st)
         safetensors(st)
-        rows.append(("safetensors, 2^20 unplaced tensors", *measure(args.preflight, st)))
-    print(f"{'input':<38} {'peak RSS':>12} {'verdict':>12} {'exit':>5}")
-    for name, rss_kib, verdict, code in rows:
-        print(f"{name:<38} {rss_kib / 1024:>9.1f} MiB {verdict / 1024:>8.1f} KiB {code:>5}")
+        with open(os.path.join(st, "model.safetensors"), "rb") as f:
+            header = 8 + struct.unpack("<Q", f.read(8))[0]
+        rows.append(("safetensors, 2^20 unplaced tensors", header, *measure(args.preflight, st)))
+    mib = 1 << 20
+    print(f"{'input':<38} {'header':>10} {'peak RSS':>12} {'bound':>12} {'verdict':>12} {'exit':>5}  held")
+    for name, header, rss_kib, verdict, code in rows:
+        bound = 4 * header + 64 * mib
+        held = rss_kib * 1024 <= bound and verdict <= mib
+        print(
+            f"{name:<38} {header / mib:>6.1f} MiB {rss_kib / 1024:>8.1f} MiB {bound / mib:>8.1f} MiB "
+            f"{verdict / 1024:>8.1f} KiB {code:>5}  {'yes' if held else 'NO'}"
+        )
 
 
 if __name__ == "__main__":
