@@ -1,0 +1,121 @@
+//! Table-driven over the release-day checkpoints (`fixtures/packed/expected-release-day.json`):
+//! each supported row must plan admissible and exact — stored elements, transformers'
+//! parameter count (the total less MTP), MTP and vision parameters, every layer's kind, and
+//! the MoE figures the row records.
+
+use std::collections::BTreeMap;
+
+use preflight_plan::{Component, Severity, Verdict};
+use serde_json::{Value, json};
+
+use crate::support::{fixtures, plan_with};
+
+/// The rows the planner supports (every other row is reported by `release_day_report`).
+const SUPPORTED: &[&str] = &[
+    "nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8",
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+];
+
+/// Router biases inside MTP layers: the fixture's `mtp_parameters` counts them (they are
+/// outside transformers' model, so no buffer count of its excludes them); the planner keeps
+/// every router bias a buffer, MTP or not.
+const MTP_BUFFERS: &[(&str, u64)] = &[
+    // mtp.layers.1.mixer.gate.e_score_correction_bias [512].
+    ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", 512),
+];
+
+fn expected() -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(fixtures().join("packed/expected-release-day.json")).expect("json");
+    serde_json::from_str(&text).expect("expected-release-day.json")
+}
+
+fn kind(a: &impl serde::Serialize) -> String {
+    serde_json::to_value(a).expect("json")["kind"]
+        .as_str()
+        .expect("kind")
+        .to_owned()
+}
+
+/// Every way `verdict` differs from the row `want`.
+fn differences(repo: &str, verdict: &Verdict, want: &Value) -> Vec<String> {
+    let a = &verdict.artifacts[0];
+    let mut out = Vec::new();
+    if !verdict.admissible {
+        for f in a.findings.iter().filter(|f| f.severity == Severity::Blocking) {
+            out.push(format!("{repo}: blocking {} {} {}", f.code, f.subject, f.detail));
+        }
+        return out;
+    }
+    let mut differ = |what: &str, got: Value, want: Value| {
+        if got != want {
+            out.push(format!("{repo}: {what}: planned {got}, expected {want}"));
+        }
+    };
+    let stored: BTreeMap<String, u64> = serde_json::from_value(want["elements_by_dtype"].clone()).expect("elements");
+    differ("elements_by_dtype", json!(a.tensor_elements_by_dtype), json!(stored));
+    let p = &a.parameters;
+    let component = |c: Component| p.by_component.get(&c).copied().unwrap_or(0);
+    let mtp = component(Component::Mtp);
+    differ(
+        "total − mtp",
+        json!(p.total - mtp),
+        want["transformers_num_parameters"].clone(),
+    );
+    let mtp_buffers = MTP_BUFFERS.iter().find(|(r, _)| *r == repo).map_or(0, |(_, n)| *n);
+    differ(
+        "mtp + its router biases",
+        json!(mtp + mtp_buffers),
+        want["mtp_parameters"].clone(),
+    );
+    differ(
+        "vision + projector",
+        json!(component(Component::Vision) + component(Component::Projector)),
+        want["vision_parameters"].clone(),
+    );
+    let Some(arch) = a.architecture.as_ref() else {
+        out.push(format!("{repo}: no architecture"));
+        return out;
+    };
+    let kinds: Vec<String> = arch.attention.iter().map(kind).collect();
+    differ("layer kinds", json!(kinds), want["layer_kinds"].clone());
+    if let Some(prefix) = want["mtp_prefix"].as_array() {
+        differ("mtp layers", json!(arch.mtp_layers), json!(prefix.len()));
+    }
+    out
+}
+
+#[test]
+fn supported_release_day_checkpoints_plan_admissible_and_exact() {
+    let expected = expected();
+    let mut failures = Vec::new();
+    for repo in SUPPORTED {
+        let verdict = plan_with(&[repo], r#"{"context": 4096}"#);
+        failures.extend(differences(repo, &verdict, &expected[*repo]));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// What the planner makes of every row, supported or not (`--ignored --nocapture`).
+#[test]
+#[ignore = "a report, not a check"]
+fn release_day_report() {
+    for (repo, want) in expected() {
+        if repo.ends_with(".gguf") {
+            continue;
+        }
+        let verdict = plan_with(&[repo.as_str()], r#"{"context": 4096}"#);
+        let diffs = differences(&repo, &verdict, &want);
+        println!("== {repo}: {}", if diffs.is_empty() { "exact" } else { "differs" });
+        for d in diffs {
+            println!("   {d}");
+        }
+        let a = &verdict.artifacts[0];
+        match &a.memory {
+            Some(m) => println!("   memory: kv {} B/token", m.kv_cache_bytes_per_token),
+            None => println!("   memory: none"),
+        }
+        for f in a.findings.iter().filter(|f| f.severity != Severity::Blocking) {
+            println!("   {:?} {} {} {}", f.severity, f.code, f.subject, f.detail);
+        }
+    }
+}
