@@ -8,6 +8,7 @@ mod gemma;
 mod gemma4;
 mod glm;
 mod gpt_oss;
+mod kimi_k25;
 mod llama;
 mod llama4;
 pub mod llama_cpp;
