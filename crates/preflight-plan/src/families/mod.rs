@@ -4,6 +4,7 @@
 //! [`FAMILIES`]; nothing else in the planner knows family names.**
 
 mod deepseek;
+mod deepseek_v4;
 mod gemma;
 mod gemma4;
 mod glm;
@@ -62,8 +63,9 @@ pub enum MtpLayout {
     /// After the main stack, as `model.layers.N` with N ≥ the layer count (DeepSeek, GLM).
     Appended,
     /// Under their own prefix (`mtp.layers.0.…`, `mtp.fc.weight`): decoder-layer tensors
-    /// there are read with `model.` in place of the prefix (Qwen3.5).
-    Prefixed(&'static str),
+    /// there are read with the second string in place of the prefix — `model.` for Qwen3.5's
+    /// `mtp.layers.0.…`, `layers.` for DeepSeek-V4's `mtp.0.…`.
+    Prefixed(&'static str, &'static str),
 }
 
 /// An encoder a multimodal wrapper carries beside the language model.
@@ -171,6 +173,7 @@ pub static FAMILIES: &[&Family] = &[
     &qwen::QWEN2_MOE_FAMILY,
     &mixtral::FAMILY,
     &deepseek::FAMILY,
+    &deepseek_v4::FAMILY,
     &gpt_oss::FAMILY,
     &gemma::FAMILY,
     &gemma4::FAMILY,

@@ -150,7 +150,7 @@ pub static FAMILY: Family = Family {
             Mlp,
         ),
     ]],
-    mtp: Some(MtpLayout::Prefixed("mtp.")),
+    mtp: Some(MtpLayout::Prefixed("mtp.", "model.")),
     // The MTP step's own tensors: its input projections on the first block, its final norm
     // on the last (vLLM nemotron_h_mtp.py `has_start_projections`, `has_end_norm`).
     mtp_tensors: &[group(

@@ -17,6 +17,7 @@ const SUPPORTED: &[&str] = &[
     "moonshotai/Kimi-K2.5",
     "nvidia/Kimi-K2.7-Code-NVFP4",
     "nvidia/MiniMax-M2.5-NVFP4",
+    "deepseek-ai/DeepSeek-V4-Pro",
 ];
 
 /// Router biases inside MTP layers: the fixture's `mtp_parameters` counts them (they are
@@ -25,6 +26,8 @@ const SUPPORTED: &[&str] = &[
 const MTP_BUFFERS: &[(&str, u64)] = &[
     // mtp.layers.1.mixer.gate.e_score_correction_bias [512].
     ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", 512),
+    // mtp.0.ffn.gate.bias [384].
+    ("deepseek-ai/DeepSeek-V4-Pro", 384),
 ];
 
 /// Encoder tensors the fixture's `vision_parameters` leaves out (its generator's prefix list
@@ -101,7 +104,8 @@ fn supported_release_day_checkpoints_plan_admissible_and_exact() {
     let expected = expected();
     let mut failures = Vec::new();
     for repo in SUPPORTED {
-        let verdict = plan_with(&[repo], r#"{"context": 4096}"#);
+        // No memory asked: admissibility is the checkpoint's, not a cache model's.
+        let verdict = plan_with(&[repo], "{}");
         failures.extend(differences(repo, &verdict, &expected[*repo]));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -115,8 +119,8 @@ fn release_day_report() {
         if repo.ends_with(".gguf") {
             continue;
         }
+        let diffs = differences(&repo, &plan_with(&[repo.as_str()], "{}"), &want);
         let verdict = plan_with(&[repo.as_str()], r#"{"context": 4096}"#);
-        let diffs = differences(&repo, &verdict, &want);
         println!("== {repo}: {}", if diffs.is_empty() { "exact" } else { "differs" });
         for d in diffs {
             println!("   {d}");
@@ -124,10 +128,44 @@ fn release_day_report() {
         let a = &verdict.artifacts[0];
         match &a.memory {
             Some(m) => println!("   memory: kv {} B/token", m.kv_cache_bytes_per_token),
-            None => println!("   memory: none"),
+            None => {
+                let why: Vec<_> = a
+                    .findings
+                    .iter()
+                    .filter(|f| f.code.as_str() == "memory.unavailable")
+                    .collect();
+                println!("   memory: none {why:?}")
+            }
         }
         for f in a.findings.iter().filter(|f| f.severity != Severity::Blocking) {
             println!("   {:?} {} {} {}", f.severity, f.code, f.subject, f.detail);
         }
     }
+}
+
+#[test]
+fn deepseek_v4_memory_is_refused_with_the_compressed_layer_named() {
+    // The window plus entries compressed from every 4 or 128 tokens: transformers keeps them as
+    // growing tensors and no engine layout is established, so no figure is guessed.
+    let v = plan_with(&["deepseek-ai/DeepSeek-V4-Pro"], r#"{"context": 4096}"#);
+    let a = &v.artifacts[0];
+    assert!(a.memory.is_none());
+    let refused = a
+        .findings
+        .iter()
+        .find(|f| f.code.as_str() == "memory.unavailable")
+        .expect("memory.unavailable");
+    assert!(refused.detail.contains("compressed attention"), "{}", refused.detail);
+    // The planner still knows each layer's geometry: 1/128 and 1/4 compression over a
+    // 128-token window, the CSA layers with a 128-wide indexer key.
+    let arch = a.architecture.as_ref().expect("architecture");
+    assert_eq!(
+        serde_json::to_value(arch.attention[0]).expect("json"),
+        json!({"kind": "hca", "head_dim": 512, "window": 128, "compress_ratio": 128})
+    );
+    assert_eq!(
+        serde_json::to_value(arch.attention[2]).expect("json"),
+        json!({"kind": "csa_indexer", "head_dim": 512, "window": 128, "compress_ratio": 4, "index_head_dim": 128})
+    );
+    assert_eq!(arch.mtp_layers, 1);
 }
