@@ -13,6 +13,7 @@ mod kimi_k25;
 mod llama;
 mod llama4;
 pub mod llama_cpp;
+mod mimo_v2_flash;
 mod minimax;
 mod mixtral;
 mod nemotron_h;
@@ -185,6 +186,7 @@ pub static FAMILIES: &[&Family] = &[
     &glm::GLM4_MOE,
     &glm::GLM_MOE_DSA,
     &minimax::FAMILY,
+    &mimo_v2_flash::FAMILY,
     &nemotron_h::FAMILY,
 ];
 

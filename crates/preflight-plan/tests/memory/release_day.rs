@@ -18,6 +18,7 @@ const SUPPORTED: &[&str] = &[
     "nvidia/Kimi-K2.7-Code-NVFP4",
     "nvidia/MiniMax-M2.5-NVFP4",
     "deepseek-ai/DeepSeek-V4-Pro",
+    "XiaomiMiMo/MiMo-V2-Flash",
 ];
 
 /// Router biases inside MTP layers: the fixture's `mtp_parameters` counts them (they are
