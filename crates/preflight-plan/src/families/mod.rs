@@ -21,6 +21,7 @@ mod phi3;
 mod qwen;
 mod qwen3_5;
 mod qwen3_vl;
+mod step3p7;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf::GgufReader;
@@ -188,6 +189,7 @@ pub static FAMILIES: &[&Family] = &[
     &minimax::FAMILY,
     &mimo_v2_flash::FAMILY,
     &nemotron_h::FAMILY,
+    &step3p7::FAMILY,
 ];
 
 /// The family whose language model is `model_type`.

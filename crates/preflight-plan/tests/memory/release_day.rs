@@ -19,6 +19,7 @@ const SUPPORTED: &[&str] = &[
     "nvidia/MiniMax-M2.5-NVFP4",
     "deepseek-ai/DeepSeek-V4-Pro",
     "XiaomiMiMo/MiMo-V2-Flash",
+    "stepfun-ai/Step-3.7-Flash-FP8",
 ];
 
 /// Router biases inside MTP layers: the fixture's `mtp_parameters` counts them (they are
