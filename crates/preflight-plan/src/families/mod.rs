@@ -15,6 +15,7 @@ mod llama4;
 pub mod llama_cpp;
 mod mimo_v2_flash;
 mod minimax;
+mod minimax_m3;
 mod mixtral;
 mod nemotron_h;
 mod phi3;
@@ -187,6 +188,7 @@ pub static FAMILIES: &[&Family] = &[
     &glm::GLM4_MOE,
     &glm::GLM_MOE_DSA,
     &minimax::FAMILY,
+    &minimax_m3::FAMILY,
     &mimo_v2_flash::FAMILY,
     &nemotron_h::FAMILY,
     &step3p7::FAMILY,

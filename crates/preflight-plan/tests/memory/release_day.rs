@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use preflight_plan::{Component, Severity, Verdict};
+use preflight_plan::{Component, Severity, Verdict, plan};
 use serde_json::{Value, json};
 
-use crate::support::{fixtures, plan_with};
+use crate::support::{codes, fixtures, hub, options, plan_with};
 
 /// The rows the planner supports (every other row is reported by `release_day_report`).
 const SUPPORTED: &[&str] = &[
@@ -20,6 +20,7 @@ const SUPPORTED: &[&str] = &[
     "deepseek-ai/DeepSeek-V4-Pro",
     "XiaomiMiMo/MiMo-V2-Flash",
     "stepfun-ai/Step-3.7-Flash-FP8",
+    "MiniMaxAI/MiniMax-M3",
 ];
 
 /// Router biases inside MTP layers: the fixture's `mtp_parameters` counts them (they are
@@ -170,4 +171,38 @@ fn deepseek_v4_memory_is_refused_with_the_compressed_layer_named() {
         json!({"kind": "csa_indexer", "head_dim": 512, "window": 128, "compress_ratio": 4, "index_head_dim": 128})
     );
     assert_eq!(arch.mtp_layers, 1);
+}
+
+/// A key the references read and that changes what is computed stays blocking where the
+/// family does not interpret it: DeepSeek-V3's layout (Kimi's text model) ropes
+/// `qk_rope_head_dim` channels and has no `partial_rotary_factor` of its own, while vLLM's
+/// `patch_rope_parameters` reads one for any model.
+#[test]
+fn a_read_key_that_changes_the_computation_stays_blocking() {
+    let mut facts = hub("moonshotai/Kimi-K2.5");
+    let config = facts.config.as_mut().expect("config");
+    config.raw["text_config"]
+        .as_object_mut()
+        .expect("text_config")
+        .insert("partial_rotary_factor".into(), json!(0.5));
+    let v = plan(&[facts], &options("{}"));
+    assert!(!v.admissible);
+    let unknown = v.artifacts[0]
+        .findings
+        .iter()
+        .find(|f| f.code.as_str() == "config.unknown_key")
+        .expect("config.unknown_key");
+    assert_eq!(unknown.subject, "config.text_config.partial_rotary_factor");
+    assert_eq!(unknown.severity, Severity::Blocking);
+    // A key a family reads and checks: DeepSeek-V4's cache model is one shared K=V head.
+    let mut facts = hub("deepseek-ai/DeepSeek-V4-Pro");
+    let config = facts.config.as_mut().expect("config");
+    config.raw.insert("num_key_value_heads".into(), json!(2));
+    let v = plan(&[facts], &options("{}"));
+    assert!(!v.admissible);
+    assert!(
+        codes(&v, 0).contains(&"config.unsupported_value".to_owned()),
+        "{:?}",
+        codes(&v, 0)
+    );
 }
