@@ -38,6 +38,23 @@ pub enum Mixer {
         rope_dim: u64,
         indexer_head_dim: Option<u64>,
     },
+    /// Compressed attention (DeepSeek-V4): one shared K=V head over the last `window` tokens,
+    /// plus one `head_dim`-wide entry compressed from every `ratio` past tokens; with a sparse
+    /// indexer, an `indexer_head_dim`-wide compressed key per entry beside it.
+    Compressed {
+        head_dim: u64,
+        window: u64,
+        ratio: u64,
+        indexer_head_dim: Option<u64>,
+    },
+    /// Softmax attention over every past token with a sparse-attention indexer beside it
+    /// (MiniMax-M3): K and V per token, and the indexer's `index_heads × index_head_dim` key.
+    IndexedAttention {
+        kv_heads: u64,
+        head_dim: u64,
+        index_heads: u64,
+        index_head_dim: u64,
+    },
     /// Linear attention (gated DeltaNet): a fixed recurrent state and a short convolution
     /// window per sequence, whatever the context.
     LinearAttention {
@@ -180,6 +197,38 @@ impl Mixer {
             } => Attention::MlaIndexer {
                 kv_lora_rank,
                 qk_rope_head_dim: rope_dim,
+                index_head_dim,
+            },
+            Mixer::Compressed {
+                head_dim,
+                window,
+                ratio,
+                indexer_head_dim: Some(index_head_dim),
+            } => Attention::CsaIndexer {
+                head_dim,
+                window,
+                compress_ratio: ratio,
+                index_head_dim,
+            },
+            Mixer::Compressed {
+                head_dim,
+                window,
+                ratio,
+                indexer_head_dim: None,
+            } => Attention::Hca {
+                head_dim,
+                window,
+                compress_ratio: ratio,
+            },
+            Mixer::IndexedAttention {
+                kv_heads,
+                head_dim,
+                index_heads,
+                index_head_dim,
+            } => Attention::FullIndexer {
+                kv_heads,
+                head_dim,
+                index_heads,
                 index_head_dim,
             },
             Mixer::LinearAttention {
@@ -398,6 +447,46 @@ impl Model {
                     at_most(
                         Key::new("index_head_dim", "attention.indexer.key_length"),
                         indexer_head_dim.unwrap_or(0),
+                        MAX_WIDTH,
+                    );
+                }
+                Mixer::Compressed {
+                    head_dim,
+                    window,
+                    ratio,
+                    indexer_head_dim,
+                } => {
+                    at_most(Key::new("head_dim", "attention.key_length"), head_dim, MAX_WIDTH);
+                    at_most(
+                        Key::new("sliding_window", "attention.sliding_window"),
+                        window,
+                        MAX_CONTEXT,
+                    );
+                    at_most(
+                        Key::new("compress_ratios", "attention.compress_ratio"),
+                        ratio,
+                        MAX_CONTEXT,
+                    );
+                    at_most(
+                        Key::new("index_head_dim", "attention.indexer.key_length"),
+                        indexer_head_dim.unwrap_or(0),
+                        MAX_WIDTH,
+                    );
+                }
+                Mixer::IndexedAttention {
+                    kv_heads,
+                    head_dim,
+                    index_heads,
+                    index_head_dim,
+                } => {
+                    at_most(
+                        Key::new("num_key_value_heads", "attention.head_count_kv"),
+                        kv_heads.max(index_heads),
+                        MAX_HEADS,
+                    );
+                    at_most(
+                        Key::new("head_dim", "attention.key_length"),
+                        head_dim.max(index_head_dim),
                         MAX_WIDTH,
                     );
                 }

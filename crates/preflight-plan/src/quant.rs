@@ -49,9 +49,10 @@ const SCALE_SUFFIXES: &[(&str, Option<&str>)] = &[
 #[derive(Debug, Clone)]
 pub struct Method {
     pub summary: Quantization,
-    /// Which `.weight` tensors stored as U8 hold two 4-bit values a byte (bitsandbytes NF4,
-    /// ModelOpt NVFP4), and the logical type they count under.
-    packed_weight: Option<&'static str>,
+    /// Which `.weight` tensors hold two 4-bit values a byte — those stored as this dtype
+    /// (U8 for bitsandbytes NF4 and ModelOpt NVFP4, I8 for DeepSeek's FP4 experts) — and the
+    /// logical type they count under.
+    packed_weight: Option<(&'static str, &'static str)>,
     /// The logical type of `.weight_packed` / `.qweight` values (compressed-tensors, GPTQ).
     packed_type: Option<&'static str>,
 }
@@ -67,7 +68,17 @@ pub fn declared(
         .get("quantization_config")
         .or_else(|| text.get("quantization_config"))
     {
-        return Some(q.clone());
+        // DeepSeek-V4 declares its experts' dtype beside the quantization config;
+        // transformers' DeepseekV4Config folds it in (V4.1 ships it inside).
+        let expert_dtype = text.get("expert_dtype").or_else(|| raw.get("expert_dtype"));
+        return Some(match (q, expert_dtype) {
+            (Value::Object(map), Some(dtype)) if !map.contains_key("expert_dtype") => {
+                let mut map = map.clone();
+                map.insert("expert_dtype".into(), dtype.clone());
+                Value::Object(map)
+            }
+            _ => q.clone(),
+        });
     }
     // `{"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "NVFP4", …}}`
     let quantization = quant_config?.get("quantization")?.as_object()?;
@@ -88,11 +99,22 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
                     .collect::<Vec<_>>()
                     .join("×")
             });
-            let layout = match block {
-                Some(block) => format!("F8_E4M3 weights, F32 weight_scale_inv per {block} block"),
+            // `scale_fmt: ue8m0` (DeepSeek-V3.2/V4): the block scales are F8_E8M0 `.scale`s.
+            let scale = match config.get("scale_fmt").and_then(Value::as_str) {
+                Some("ue8m0") => "F8_E8M0 scale",
+                _ => "F32 weight_scale_inv",
+            };
+            let mut layout = match block {
+                Some(block) => format!("F8_E4M3 weights, {scale} per {block} block"),
                 None => "F8_E4M3 weights, per-tensor scales".to_owned(),
             };
-            (layout, Some(8), None, None)
+            // `expert_dtype: fp4` (DeepSeek-V4): routed experts are E2M1 two a byte, stored
+            // as I8 [out, in/2] with an F8_E8M0 scale per 32 values — MXFP4's format.
+            let fp4_experts = config.get("expert_dtype").and_then(Value::as_str) == Some("fp4");
+            if fp4_experts {
+                layout.push_str("; routed experts FP4 (E2M1 two a byte in I8, F8_E8M0 scale per 32)");
+            }
+            (layout, Some(8), fp4_experts.then_some(("I8", "MXFP4")), None)
         }
         "fbgemm_fp8" => ("F8_E4M3 weights, per-row weight_scale".to_owned(), Some(8), None, None),
         "mxfp4" => (
@@ -119,7 +141,7 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
                             "ModelOpt NVFP4: two E2M1 values a U8 byte, F8_E4M3 weight_scale per {group}, F32 weight_scale_2 and input_scale per tensor{kv}"
                         ),
                         Some(4),
-                        Some("NVFP4"),
+                        Some(("U8", "NVFP4")),
                         None,
                     )
                 }
@@ -162,7 +184,7 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
                 (
                     format!("{kind}: two values a U8 byte, absmax and quant_map per block"),
                     Some(4),
-                    Some("NF4"),
+                    Some(("U8", "NF4")),
                     None,
                 )
             } else {
@@ -194,7 +216,14 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
 /// compressed-tensors: the `format` says how weights are stored — `float-quantized` (FP8,
 /// static or dynamic activations), `int-quantized` (W8A8 int8), `pack-quantized` (W4A16:
 /// int4 packed eight to an I32 `weight_packed`), `nvfp4-pack-quantized` (two FP4 a byte).
-fn compressed_tensors(config: &Value) -> (String, Option<u64>, Option<&'static str>, Option<&'static str>) {
+type Layout = (
+    String,
+    Option<u64>,
+    Option<(&'static str, &'static str)>,
+    Option<&'static str>,
+);
+
+fn compressed_tensors(config: &Value) -> Layout {
     let format = config.get("format").and_then(Value::as_str).unwrap_or("unspecified");
     let group = config
         .get("config_groups")
@@ -236,6 +265,10 @@ impl Method {
 pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n, str>, Role) {
     // Most tensors are plain `….weight`s: settle them without trying every suffix.
     let plain_weight = name.ends_with(".weight");
+    // E8M0 (a power of two) is only ever a scale format.
+    if dtype == "F8_E8M0" {
+        return (Cow::Borrowed(name), Role::Scale);
+    }
     if !plain_weight
         && (SCALE_SUFFIXES.iter().any(|(suffix, _)| name.ends_with(suffix)) || name.contains(".weight.quant_state."))
     {
@@ -268,8 +301,9 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
             );
         }
     }
-    if let Some(logical) = method.and_then(|m| m.packed_weight)
-        && dtype == "U8"
+    if let Some((_, logical)) = method
+        .and_then(|m| m.packed_weight)
+        .filter(|(stored, _)| *stored == dtype)
         && name.ends_with(".weight")
     {
         return (
@@ -288,6 +322,10 @@ pub fn role<'n>(name: &'n str, dtype: &str, method: Option<&Method>) -> (Cow<'n,
 /// counted beside that parameter's.
 pub fn scale_owner(name: &str) -> Option<String> {
     if let Some((stem, _)) = name.split_once(".weight.quant_state.") {
+        return Some(format!("{stem}.weight"));
+    }
+    // DeepSeek's own names: `X.scale` (F8_E8M0) beside `X.weight`.
+    if let Some(stem) = name.strip_suffix(".scale") {
         return Some(format!("{stem}.weight"));
     }
     SCALE_SUFFIXES.iter().find_map(|(suffix, _)| {

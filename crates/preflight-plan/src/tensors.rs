@@ -271,8 +271,8 @@ impl Classifier<'_> {
             return Some((*component, Placement::Sharded));
         }
         let is_mtp = match self.family.mtp {
-            Some(crate::families::MtpLayout::Prefixed(prefix)) if normalized.starts_with(prefix) => {
-                let as_decoder = format!("model.{}", &normalized[prefix.len()..]);
+            Some(crate::families::MtpLayout::Prefixed(prefix, decoder)) if normalized.starts_with(prefix) => {
+                let as_decoder = format!("{decoder}{}", &normalized[prefix.len()..]);
                 let component = match self.family.classify(&as_decoder, true) {
                     Some(c) => c,
                     None => self.family.classify(normalized, true)?,

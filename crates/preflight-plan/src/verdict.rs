@@ -355,6 +355,30 @@ pub enum Attention {
         qk_rope_head_dim: u64,
         index_head_dim: u64,
     },
+    /// DeepSeek-V4's compressed sparse attention: a sliding window of one shared K=V head
+    /// (`head_dim` wide), one entry compressed from every `compress_ratio` past tokens, and a
+    /// sparse indexer with its own compressed key (`index_head_dim`) per entry.
+    CsaIndexer {
+        head_dim: u64,
+        window: u64,
+        compress_ratio: u64,
+        index_head_dim: u64,
+    },
+    /// DeepSeek-V4's heavily compressed attention: the sliding window plus one entry
+    /// compressed from every `compress_ratio` past tokens, no indexer.
+    Hca {
+        head_dim: u64,
+        window: u64,
+        compress_ratio: u64,
+    },
+    /// Full attention with a sparse-attention indexer beside it (MiniMax-M3): K and V per
+    /// token, and the indexer's key (`index_heads × index_head_dim`).
+    FullIndexer {
+        kv_heads: u64,
+        head_dim: u64,
+        index_heads: u64,
+        index_head_dim: u64,
+    },
     /// Linear attention (gated DeltaNet): a fixed state per sequence, `[heads, key, value]`.
     LinearAttention {
         heads: u64,

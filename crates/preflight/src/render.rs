@@ -478,6 +478,16 @@ fn attention_summary(layers: &[Attention]) -> String {
                 qk_rope_head_dim,
                 index_head_dim,
             } => format!("mla_indexer(latent {kv_lora_rank} + rope {qk_rope_head_dim} + key {index_head_dim})"),
+            Attention::CsaIndexer {
+                compress_ratio,
+                window,
+                index_head_dim,
+                ..
+            } => format!("csa_indexer(1/{compress_ratio} + window {window} + key {index_head_dim})"),
+            Attention::Hca {
+                compress_ratio, window, ..
+            } => format!("hca(1/{compress_ratio} + window {window})"),
+            Attention::FullIndexer { index_head_dim, .. } => format!("full_indexer(key {index_head_dim})"),
             Attention::LinearAttention { heads, .. } => format!("linear_attention({heads} heads)"),
             Attention::Mamba { heads, state_size, .. } => format!("mamba({heads} heads, state {state_size})"),
             Attention::None => "none".to_owned(),

@@ -2,7 +2,8 @@
 //! under its own model_type) and DeepSeek-V3.2 (`deepseek_v32`: every layer adds a
 //! sparse-attention indexer whose key is cached beside the latent). Multi-head latent
 //! attention, MoE with shared experts after `first_k_dense_replace` dense layers, and
-//! `num_nextn_predict_layers` MTP layers stored after the main stack.
+//! `num_nextn_predict_layers` MTP layers stored after the main stack. Kimi-K2.5's multimodal
+//! wrapper is in `kimi_k25.rs`.
 
 use super::*;
 
@@ -86,8 +87,13 @@ pub(super) const TP_REPLICATED: &[&str] = &["model.layers.N.self_attn.{q_a_proj,
 pub static FAMILY: Family = Family {
     name: "deepseek",
     model_types: &["deepseek_v3", "kimi_k2", "deepseek_v32"],
-    architectures: &["DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"],
+    architectures: &[
+        "DeepseekV3ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "KimiK25ForConditionalGeneration",
+    ],
     keys: KEYS,
+    wrappers: &[super::kimi_k25::WRAPPER],
     tensors: TENSORS,
     mtp: Some(MtpLayout::Appended),
     mtp_tensors: MTP_TENSORS,

@@ -46,6 +46,9 @@ const KEYS: &[(&str, Grade)] = &[
     // vLLM: whether the router has its correction bias (a buffer either way).
     ("use_routing_bias", Grade::Numerics),
     ("router_jitter_noise", Grade::TrainingOnly),
+    // MiniMaxM2Config defines it and every layer is full attention; a window would change
+    // the cache, so only `null` is accepted.
+    ("sliding_window", Grade::Consumed),
 ];
 
 pub static FAMILY: Family = Family {
@@ -72,6 +75,13 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;
     let experts = cfg.u64("num_local_experts")?;
     let active = cfg.u64("num_experts_per_tok")?;
+    if cfg.value("sliding_window").is_some() {
+        cfg.unsupported(
+            "sliding_window",
+            "MiniMax-M2 attends over every past token; a window is not modelled",
+        );
+        return None;
+    }
     if cfg.value("attn_type_list").is_some() {
         let list = cfg.opt_u64_list("attn_type_list")?;
         if list.len() as u64 != dims.layers {

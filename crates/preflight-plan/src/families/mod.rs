@@ -4,20 +4,25 @@
 //! [`FAMILIES`]; nothing else in the planner knows family names.**
 
 mod deepseek;
+mod deepseek_v4;
 mod gemma;
 mod gemma4;
 mod glm;
 mod gpt_oss;
+mod kimi_k25;
 mod llama;
 mod llama4;
 pub mod llama_cpp;
+mod mimo_v2_flash;
 mod minimax;
+mod minimax_m3;
 mod mixtral;
 mod nemotron_h;
 mod phi3;
 mod qwen;
 mod qwen3_5;
 mod qwen3_vl;
+mod step3p7;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf::GgufReader;
@@ -61,8 +66,9 @@ pub enum MtpLayout {
     /// After the main stack, as `model.layers.N` with N ≥ the layer count (DeepSeek, GLM).
     Appended,
     /// Under their own prefix (`mtp.layers.0.…`, `mtp.fc.weight`): decoder-layer tensors
-    /// there are read with `model.` in place of the prefix (Qwen3.5).
-    Prefixed(&'static str),
+    /// there are read with the second string in place of the prefix — `model.` for Qwen3.5's
+    /// `mtp.layers.0.…`, `layers.` for DeepSeek-V4's `mtp.0.…`.
+    Prefixed(&'static str, &'static str),
 }
 
 /// An encoder a multimodal wrapper carries beside the language model.
@@ -170,6 +176,7 @@ pub static FAMILIES: &[&Family] = &[
     &qwen::QWEN2_MOE_FAMILY,
     &mixtral::FAMILY,
     &deepseek::FAMILY,
+    &deepseek_v4::FAMILY,
     &gpt_oss::FAMILY,
     &gemma::FAMILY,
     &gemma4::FAMILY,
@@ -181,7 +188,10 @@ pub static FAMILIES: &[&Family] = &[
     &glm::GLM4_MOE,
     &glm::GLM_MOE_DSA,
     &minimax::FAMILY,
+    &minimax_m3::FAMILY,
+    &mimo_v2_flash::FAMILY,
     &nemotron_h::FAMILY,
+    &step3p7::FAMILY,
 ];
 
 /// The family whose language model is `model_type`.

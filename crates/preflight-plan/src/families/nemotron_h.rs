@@ -93,7 +93,7 @@ const KEYS: &[(&str, Grade)] = &[
     ("n_group", Grade::Numerics),
     ("topk_group", Grade::Numerics),
     ("norm_topk_prob", Grade::Numerics),
-    // MTP: refused when declared (the layout is not modelled).
+    // MTP: `num_nextn_predict_layers` steps, each the blocks `mtp_layers_block_type` names.
     ("num_nextn_predict_layers", Grade::Consumed),
     ("mtp_layers_block_type", Grade::Consumed),
     ("mtp_hybrid_override_pattern", Grade::Consumed),
@@ -101,6 +101,12 @@ const KEYS: &[(&str, Grade)] = &[
     ("residual_in_fp32", Grade::Numerics),
     ("num_logits_to_keep", Grade::Generation),
     ("rescale_prenorm_residual", Grade::TrainingOnly),
+    // Nemotron-3 configs carry these; NemotronHConfig defines neither and neither
+    // modeling_nemotron_h.py nor vLLM's nemotron_h.py / nemotron_h_mtp.py reads them (the
+    // norms use `layer_norm_epsilon`; the attention blocks build no rope).
+    ("norm_eps", Grade::Ignored),
+    ("partial_rotary_factor", Grade::Ignored),
+    ("rope_theta", Grade::Ignored),
 ];
 
 pub static FAMILY: Family = Family {
@@ -144,6 +150,13 @@ pub static FAMILY: Family = Family {
             Mlp,
         ),
     ]],
+    mtp: Some(MtpLayout::Prefixed("mtp.", "model.")),
+    // The MTP step's own tensors: its input projections on the first block, its final norm
+    // on the last (vLLM nemotron_h_mtp.py `has_start_projections`, `has_end_norm`).
+    mtp_tensors: &[group(
+        "model.layers.N.{eh_proj,enorm,hnorm,final_layernorm}.weight",
+        Mtp,
+    )],
     normalize,
     ..Family::BASE
 };
@@ -240,13 +253,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         );
         return None;
     }
-    if cfg.opt_u64("num_nextn_predict_layers").unwrap_or(0) > 0 {
-        cfg.unsupported(
-            "num_nextn_predict_layers",
-            "Nemotron-H multi-token-prediction layers are not modelled by the planner",
-        );
-        return None;
-    }
+    let mtp_attention = mtp_attention_blocks(cfg)?;
     if cfg.value("sliding_window").is_some() {
         cfg.unsupported("sliding_window", "Nemotron-H attention with a window is not modelled");
         return None;
@@ -362,7 +369,52 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     if !has(Block::Mlp) {
         model.intermediate = None;
     }
+    // Each MTP attention block is one more full-attention layer in the cache; its MoE
+    // blocks cache nothing.
+    model.mtp_layers = mtp_attention;
+    model.mtp_mixer = Some(dims.attention(Span::Full));
+    model.mtp_first_index = 0;
     Some(Normalized { model, shapes })
+}
+
+/// MTP attention blocks in all: `num_nextn_predict_layers` steps of the blocks
+/// `mtp_layers_block_type` (or the legacy `mtp_hybrid_override_pattern`) names. vLLM
+/// 0.19's nemotron_h_mtp.py builds attention (`*`) and MoE (`E`) blocks only, and one step.
+fn mtp_attention_blocks(cfg: &mut ConfigReader) -> Option<u64> {
+    let steps = cfg.opt_layers("num_nextn_predict_layers")?;
+    if steps == 0 {
+        return Some(0);
+    }
+    let kinds: Vec<String> = match cfg.opt_str_list("mtp_layers_block_type") {
+        Some(list) => list.into_iter().map(str::to_owned).collect(),
+        None => match cfg.opt_str("mtp_hybrid_override_pattern") {
+            Some(pattern) => pattern.chars().map(String::from).collect(),
+            // NemotronHConfig's default.
+            None => vec!["attention".into(), "moe".into()],
+        },
+    };
+    let mut attention = 0u64;
+    for kind in &kinds {
+        match kind.as_str() {
+            "attention" | "full_attention" | "*" => attention += 1,
+            "moe" | "E" => {}
+            other => {
+                cfg.unsupported(
+                    "mtp_layers_block_type",
+                    format!("MTP block type `{other}` is not one vLLM's Nemotron-H MTP builds (attention, moe)"),
+                );
+                return None;
+            }
+        }
+    }
+    if steps != 1 || kinds.is_empty() {
+        cfg.unsupported(
+            "num_nextn_predict_layers",
+            "vLLM's Nemotron-H MTP builds exactly one step of a non-empty block pattern",
+        );
+        return None;
+    }
+    Some(steps.saturating_mul(attention))
 }
 
 /// The Mamba2 mixer's geometry and the shapes it implies.

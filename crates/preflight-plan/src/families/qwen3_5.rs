@@ -119,7 +119,7 @@ pub static FAMILY: Family = Family {
     architectures: &["Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"],
     keys: KEYS,
     tensors: &[EMBED_NORM_HEAD, QKVO, QK_NORM, GATED_DELTANET, GATED_MLP],
-    mtp: Some(MtpLayout::Prefixed("mtp.")),
+    mtp: Some(MtpLayout::Prefixed("mtp.", "model.")),
     mtp_tensors: MTP_TENSORS,
     normalize,
     wrappers: &[Wrapper {
@@ -136,7 +136,7 @@ pub static MOE_FAMILY: Family = Family {
     architectures: &["Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"],
     keys: KEYS,
     tensors: &[EMBED_NORM_HEAD, QKVO, QK_NORM, GATED_DELTANET, SPARSE_MOE],
-    mtp: Some(MtpLayout::Prefixed("mtp.")),
+    mtp: Some(MtpLayout::Prefixed("mtp.", "model.")),
     mtp_tensors: MTP_TENSORS,
     normalize,
     wrappers: &[Wrapper {

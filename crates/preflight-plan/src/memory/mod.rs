@@ -494,6 +494,18 @@ fn layer_cache(mixer: Mixer, dtype: KvDtype, state_base: KvDtype, tp: u64) -> Re
                 tp,
             )))
         }
+        // transformers 5.24 (modeling_deepseek_v4.py) keeps, per layer, the window's K=V rows
+        // and the compressed entries (one per `ratio` tokens) in growing tensors; vLLM 0.19
+        // has no DeepSeek-V4, and what an engine pages (dtype, scales, the compressor's
+        // leftover buffer and overlap rows) is not established.
+        Mixer::Compressed { .. } => Err(
+            "compressed attention (a window plus entries compressed from every compress_ratio tokens): how an engine stores the compressed entries is not established, so its cache is not sized"
+                .into(),
+        ),
+        Mixer::IndexedAttention { .. } => Err(
+            "full attention with a sparse indexer: how an engine stores the indexer's keys beside K and V is not established, so its cache is not sized"
+                .into(),
+        ),
         Mixer::None => Ok(None),
     }
 }

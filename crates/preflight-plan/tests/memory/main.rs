@@ -14,6 +14,7 @@ mod kv_gemma4_llama4;
 mod llamacpp;
 mod llamacpp_oracle;
 mod properties;
+mod release_day;
 mod rope;
 mod runtimes;
 mod support;
