@@ -1,22 +1,7 @@
 #![no_main]
-//! `cargo +nightly fuzz run safetensors fuzz/corpus/safetensors`: see `preflight_plan::fuzz::safetensors`'s target.
+//! `cargo +nightly fuzz run safetensors fuzz/corpus/safetensors` (see ../README.md).
 
-use std::sync::OnceLock;
+#[path = "../seeds.rs"]
+mod seeds;
 
-use libfuzzer_sys::fuzz_target;
-use preflight_plan::fuzz::{Seeds, TARGETS};
-
-fn seeds() -> &'static Seeds {
-    static SEEDS: OnceLock<Seeds> = OnceLock::new();
-    SEEDS.get_or_init(|| {
-        Seeds::new(
-            include_bytes!("../../fixtures/local/tiny-llama/config.json"),
-            include_bytes!("../../fixtures/local/tiny-llama/model.safetensors"),
-        )
-    })
-}
-
-fuzz_target!(|data: &[u8]| {
-    let (_, target) = TARGETS.iter().find(|(name, _)| *name == "safetensors").expect("a target");
-    target(data, seeds());
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seeds::run("safetensors", data));

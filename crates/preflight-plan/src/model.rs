@@ -369,6 +369,37 @@ impl Key {
     }
 }
 
+/// The sizes [`Model::out_of_bounds`] checks, by both names.
+mod key {
+    use super::Key;
+
+    pub const HIDDEN_SIZE: Key = Key::new("hidden_size", "embedding_length");
+    pub const NUM_ATTENTION_HEADS: Key = Key::new("num_attention_heads", "attention.head_count");
+    pub const VOCAB_SIZE: Key = Key::new("vocab_size", "vocab_size");
+    pub const MAX_POSITION_EMBEDDINGS: Key = Key::new("max_position_embeddings", "context_length");
+    pub const INTERMEDIATE_SIZE: Key = Key::new("intermediate_size", "feed_forward_length");
+    pub const NUM_KEY_VALUE_HEADS: Key = Key::new("num_key_value_heads", "attention.head_count_kv");
+    pub const HEAD_DIM: Key = Key::new("head_dim", "attention.key_length");
+    pub const SLIDING_WINDOW: Key = Key::new("sliding_window", "attention.sliding_window");
+    pub const KV_LORA_RANK: Key = Key::new("kv_lora_rank", "attention.kv_lora_rank");
+    pub const QK_ROPE_HEAD_DIM: Key = Key::new("qk_rope_head_dim", "rope.dimension_count");
+    pub const INDEX_HEAD_DIM: Key = Key::new("index_head_dim", "attention.indexer.key_length");
+    pub const COMPRESS_RATIOS: Key = Key::new("compress_ratios", "attention.compress_ratio");
+    pub const LINEAR_CONV_DIM: Key = Key::new("linear_conv_dim", "ssm.inner_size");
+    pub const LINEAR_CONV_KERNEL_DIM: Key = Key::new("linear_conv_kernel_dim", "ssm.conv_kernel");
+    pub const LINEAR_NUM_VALUE_HEADS: Key = Key::new("linear_num_value_heads", "ssm.time_step_rank");
+    pub const LINEAR_KEY_HEAD_DIM: Key = Key::new("linear_key_head_dim", "ssm.state_size");
+    pub const MAMBA_CONV_DIM: Key = Key::new("mamba_conv_dim", "ssm.inner_size");
+    pub const CONV_KERNEL: Key = Key::new("conv_kernel", "ssm.conv_kernel");
+    pub const MAMBA_NUM_HEADS: Key = Key::new("mamba_num_heads", "ssm.time_step_rank");
+    pub const MAMBA_HEAD_DIM: Key = Key::new("mamba_head_dim", "ssm.group_count");
+    pub const SSM_STATE_SIZE: Key = Key::new("ssm_state_size", "ssm.state_size");
+    pub const NUM_EXPERTS: Key = Key::new("num_experts", "expert_count");
+    pub const N_SHARED_EXPERTS: Key = Key::new("n_shared_experts", "expert_shared_count");
+    pub const MOE_INTERMEDIATE_SIZE: Key = Key::new("moe_intermediate_size", "expert_feed_forward_length");
+    pub const NUM_EXPERTS_PER_TOK: Key = Key::new("num_experts_per_tok", "expert_used_count");
+}
+
 /// One declared size outside what the planner can plan: `(which, value, why)`.
 pub type OutOfBounds = (Key, u64, String);
 
@@ -378,6 +409,7 @@ impl Model {
     /// right after a family reads the config or the GGUF key/values, and refuse the model on
     /// any answer: nothing downstream sees an unchecked count.
     pub fn out_of_bounds(&self) -> Vec<OutOfBounds> {
+        use key::*;
         use limits::*;
         let mut out = Vec::new();
         let mut at_most = |what: Key, value: u64, limit: u64| {
@@ -385,23 +417,11 @@ impl Model {
                 out.push((what, value, format!("at most {limit}: larger is not a real model")));
             }
         };
-        at_most(Key::new("hidden_size", "embedding_length"), self.hidden, MAX_WIDTH);
-        at_most(
-            Key::new("num_attention_heads", "attention.head_count"),
-            self.heads,
-            MAX_HEADS,
-        );
-        at_most(Key::new("vocab_size", "vocab_size"), self.vocab, MAX_VOCAB);
-        at_most(
-            Key::new("max_position_embeddings", "context_length"),
-            self.context,
-            MAX_CONTEXT,
-        );
-        at_most(
-            Key::new("intermediate_size", "feed_forward_length"),
-            self.intermediate.unwrap_or(0),
-            MAX_WIDTH,
-        );
+        at_most(HIDDEN_SIZE, self.hidden, MAX_WIDTH);
+        at_most(NUM_ATTENTION_HEADS, self.heads, MAX_HEADS);
+        at_most(VOCAB_SIZE, self.vocab, MAX_VOCAB);
+        at_most(MAX_POSITION_EMBEDDINGS, self.context, MAX_CONTEXT);
+        at_most(INTERMEDIATE_SIZE, self.intermediate.unwrap_or(0), MAX_WIDTH);
         for mixer in self.layers.iter().chain(&self.mtp_mixer) {
             match *mixer {
                 Mixer::Attention {
@@ -411,22 +431,10 @@ impl Model {
                     span,
                     ..
                 } => {
-                    at_most(
-                        Key::new("num_key_value_heads", "attention.head_count_kv"),
-                        kv_heads,
-                        MAX_HEADS,
-                    );
-                    at_most(
-                        Key::new("head_dim", "attention.key_length"),
-                        head_dim.max(v_head_dim),
-                        MAX_WIDTH,
-                    );
+                    at_most(NUM_KEY_VALUE_HEADS, kv_heads, MAX_HEADS);
+                    at_most(HEAD_DIM, head_dim.max(v_head_dim), MAX_WIDTH);
                     if let Span::Sliding(window) | Span::Chunked(window) = span {
-                        at_most(
-                            Key::new("sliding_window", "attention.sliding_window"),
-                            window,
-                            MAX_CONTEXT,
-                        );
+                        at_most(SLIDING_WINDOW, window, MAX_CONTEXT);
                     }
                 }
                 Mixer::Mla {
@@ -434,21 +442,9 @@ impl Model {
                     rope_dim,
                     indexer_head_dim,
                 } => {
-                    at_most(
-                        Key::new("kv_lora_rank", "attention.kv_lora_rank"),
-                        kv_lora_rank,
-                        MAX_WIDTH,
-                    );
-                    at_most(
-                        Key::new("qk_rope_head_dim", "rope.dimension_count"),
-                        rope_dim,
-                        MAX_WIDTH,
-                    );
-                    at_most(
-                        Key::new("index_head_dim", "attention.indexer.key_length"),
-                        indexer_head_dim.unwrap_or(0),
-                        MAX_WIDTH,
-                    );
+                    at_most(KV_LORA_RANK, kv_lora_rank, MAX_WIDTH);
+                    at_most(QK_ROPE_HEAD_DIM, rope_dim, MAX_WIDTH);
+                    at_most(INDEX_HEAD_DIM, indexer_head_dim.unwrap_or(0), MAX_WIDTH);
                 }
                 Mixer::Compressed {
                     head_dim,
@@ -456,22 +452,10 @@ impl Model {
                     ratio,
                     indexer_head_dim,
                 } => {
-                    at_most(Key::new("head_dim", "attention.key_length"), head_dim, MAX_WIDTH);
-                    at_most(
-                        Key::new("sliding_window", "attention.sliding_window"),
-                        window,
-                        MAX_CONTEXT,
-                    );
-                    at_most(
-                        Key::new("compress_ratios", "attention.compress_ratio"),
-                        ratio,
-                        MAX_CONTEXT,
-                    );
-                    at_most(
-                        Key::new("index_head_dim", "attention.indexer.key_length"),
-                        indexer_head_dim.unwrap_or(0),
-                        MAX_WIDTH,
-                    );
+                    at_most(HEAD_DIM, head_dim, MAX_WIDTH);
+                    at_most(SLIDING_WINDOW, window, MAX_CONTEXT);
+                    at_most(COMPRESS_RATIOS, ratio, MAX_CONTEXT);
+                    at_most(INDEX_HEAD_DIM, indexer_head_dim.unwrap_or(0), MAX_WIDTH);
                 }
                 Mixer::IndexedAttention {
                     kv_heads,
@@ -479,16 +463,8 @@ impl Model {
                     index_heads,
                     index_head_dim,
                 } => {
-                    at_most(
-                        Key::new("num_key_value_heads", "attention.head_count_kv"),
-                        kv_heads.max(index_heads),
-                        MAX_HEADS,
-                    );
-                    at_most(
-                        Key::new("head_dim", "attention.key_length"),
-                        head_dim.max(index_head_dim),
-                        MAX_WIDTH,
-                    );
+                    at_most(NUM_KEY_VALUE_HEADS, kv_heads.max(index_heads), MAX_HEADS);
+                    at_most(HEAD_DIM, head_dim.max(index_head_dim), MAX_WIDTH);
                 }
                 Mixer::LinearAttention {
                     conv_dim,
@@ -498,22 +474,10 @@ impl Model {
                     value_dim,
                     ..
                 } => {
-                    at_most(Key::new("linear_conv_dim", "ssm.inner_size"), conv_dim, MAX_WIDTH);
-                    at_most(
-                        Key::new("linear_conv_kernel_dim", "ssm.conv_kernel"),
-                        conv_kernel,
-                        MAX_WIDTH,
-                    );
-                    at_most(
-                        Key::new("linear_num_value_heads", "ssm.time_step_rank"),
-                        heads,
-                        MAX_HEADS,
-                    );
-                    at_most(
-                        Key::new("linear_key_head_dim", "ssm.state_size"),
-                        key_dim.max(value_dim),
-                        MAX_WIDTH,
-                    );
+                    at_most(LINEAR_CONV_DIM, conv_dim, MAX_WIDTH);
+                    at_most(LINEAR_CONV_KERNEL_DIM, conv_kernel, MAX_WIDTH);
+                    at_most(LINEAR_NUM_VALUE_HEADS, heads, MAX_HEADS);
+                    at_most(LINEAR_KEY_HEAD_DIM, key_dim.max(value_dim), MAX_WIDTH);
                 }
                 Mixer::Mamba {
                     conv_dim,
@@ -523,30 +487,26 @@ impl Model {
                     state_size,
                     ..
                 } => {
-                    at_most(Key::new("mamba_conv_dim", "ssm.inner_size"), conv_dim, MAX_WIDTH);
-                    at_most(Key::new("conv_kernel", "ssm.conv_kernel"), conv_kernel, MAX_WIDTH);
-                    at_most(Key::new("mamba_num_heads", "ssm.time_step_rank"), heads, MAX_HEADS);
-                    at_most(Key::new("mamba_head_dim", "ssm.group_count"), head_dim, MAX_WIDTH);
-                    at_most(Key::new("ssm_state_size", "ssm.state_size"), state_size, MAX_WIDTH);
+                    at_most(MAMBA_CONV_DIM, conv_dim, MAX_WIDTH);
+                    at_most(CONV_KERNEL, conv_kernel, MAX_WIDTH);
+                    at_most(MAMBA_NUM_HEADS, heads, MAX_HEADS);
+                    at_most(MAMBA_HEAD_DIM, head_dim, MAX_WIDTH);
+                    at_most(SSM_STATE_SIZE, state_size, MAX_WIDTH);
                 }
                 Mixer::None => {}
             }
         }
         if let Some(moe) = &self.moe {
-            at_most(Key::new("num_experts", "expert_count"), moe.experts, MAX_EXPERTS);
+            at_most(NUM_EXPERTS, moe.experts, MAX_EXPERTS);
+            at_most(N_SHARED_EXPERTS, moe.shared, MAX_EXPERTS);
             at_most(
-                Key::new("n_shared_experts", "expert_shared_count"),
-                moe.shared,
-                MAX_EXPERTS,
-            );
-            at_most(
-                Key::new("moe_intermediate_size", "expert_feed_forward_length"),
+                MOE_INTERMEDIATE_SIZE,
                 moe.expert_intermediate_size.unwrap_or(0),
                 MAX_WIDTH,
             );
             if moe.active == 0 || moe.active > moe.experts {
                 out.push((
-                    Key::new("num_experts_per_tok", "expert_used_count"),
+                    NUM_EXPERTS_PER_TOK,
                     moe.active,
                     format!("experts used per token must be 1 to the {} routed experts", moe.experts),
                 ));
