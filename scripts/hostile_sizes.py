@@ -7,7 +7,7 @@ whether it held. Measured, not asserted: RSS depends on the allocator and the ma
 
 Usage: scripts/hostile_sizes.py [--preflight target/release/preflight]
 """
-import argparse, json, os, resource, struct, subprocess, tempfile
+import argparse, json, os, struct, subprocess, sys, tempfile
 
 N = 1 << 20
 
@@ -33,25 +33,39 @@ def safetensors(directory):
 
 
 def measure(preflight, source):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out = subprocess.run([preflight, "plan", source, "--json"], capture_output=True)
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of children is the largest child so far; each case runs once, largest last.
-    return max(peak_kib, before), len(out.stdout), out.returncode
+    """Peak RSS (KiB), verdict bytes and exit code of one `preflight plan`, from the child's own
+    rusage (wait4): not RUSAGE_CHILDREN, which would also count what the forked child shared
+    with this process before it ran preflight."""
+    with tempfile.TemporaryFile() as out:
+        child = subprocess.Popen([preflight, "plan", source, "--json"], stdout=out, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+        child.returncode = os.waitstatus_to_exitcode(status)
+        return usage.ru_maxrss, out.tell(), child.returncode
+
+
+def write_inputs(directory):
+    """The hostile inputs, written by a process of their own so building them (Python holds the
+    million-entry header in memory) never inflates what is measured."""
+    gguf(os.path.join(directory, "empty-entries.gguf"))
+    st = os.path.join(directory, "st")
+    os.mkdir(st)
+    safetensors(st)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preflight", default="target/release/preflight")
+    parser.add_argument("--write-inputs", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write_inputs:
+        write_inputs(args.write_inputs)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, __file__, "--write-inputs", tmp], check=True)
         g = os.path.join(tmp, "empty-entries.gguf")
-        gguf(g)
         rows.append(("GGUF, 2^20 empty tensor entries", os.path.getsize(g), *measure(args.preflight, g)))
         st = os.path.join(tmp, "st")
-        os.mkdir(st)
-        safetensors(st)
         with open(os.path.join(st, "model.safetensors"), "rb") as f:
             header = 8 + struct.unpack("<Q", f.read(8))[0]
         rows.append(("safetensors, 2^20 unplaced tensors", header, *measure(args.preflight, st)))

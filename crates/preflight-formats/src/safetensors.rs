@@ -25,12 +25,12 @@ const LEN_PREFIX: u64 = 8;
 /// The reserved key holding free-form string metadata instead of a tensor.
 const METADATA_KEY: &str = "__metadata__";
 
-/// One tensor as declared in the header. `dtype` stays a string so an unknown dtype is a
+/// One tensor as declared in the header. `dtype` keeps any name so an unknown dtype is a
 /// finding, not a parse failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorInfo {
     pub name: String,
-    pub dtype: String,
+    pub dtype: Dtype,
     pub shape: Vec<u64>,
     /// `[begin, end)` relative to the start of the data section.
     pub data_offsets: [u64; 2],
@@ -166,17 +166,122 @@ pub enum HeaderError {
     Json(String),
 }
 
+/// The dtypes the format defines, with their widths in bits (sub-byte formats exist).
+const DTYPES: &[(&str, u64)] = &[
+    ("F4", 4),
+    ("F6_E2M3", 6),
+    ("F6_E3M2", 6),
+    ("BOOL", 8),
+    ("U8", 8),
+    ("I8", 8),
+    ("F8_E5M2", 8),
+    ("F8_E4M3", 8),
+    ("F8_E8M0", 8),
+    ("I16", 16),
+    ("U16", 16),
+    ("F16", 16),
+    ("BF16", 16),
+    ("I32", 32),
+    ("U32", 32),
+    ("F32", 32),
+    ("I64", 64),
+    ("U64", 64),
+    ("F64", 64),
+    ("C64", 64),
+];
+
+/// A tensor's dtype as its header names it: one of the format's own in one byte (a header of
+/// a million tensors holds no million dtype strings), any other name kept whole.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Dtype(DtypeName);
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum DtypeName {
+    Known(u8),
+    Other(Box<str>),
+}
+
+impl Dtype {
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            DtypeName::Known(i) => DTYPES[usize::from(*i)].0,
+            DtypeName::Other(name) => name,
+        }
+    }
+}
+
+impl From<&str> for Dtype {
+    fn from(name: &str) -> Dtype {
+        Dtype(match DTYPES.iter().position(|(known, _)| *known == name) {
+            Some(i) => DtypeName::Known(i as u8),
+            None => DtypeName::Other(name.into()),
+        })
+    }
+}
+
+impl From<String> for Dtype {
+    fn from(name: String) -> Dtype {
+        Dtype::from(name.as_str())
+    }
+}
+
+impl std::ops::Deref for Dtype {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq<str> for Dtype {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Dtype {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl fmt::Debug for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Dtype {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Dtype {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Dtype {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct DtypeVisitor;
+        impl Visitor<'_> for DtypeVisitor {
+            type Value = Dtype;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a dtype name")
+            }
+            fn visit_str<E: de::Error>(self, name: &str) -> Result<Dtype, E> {
+                Ok(Dtype::from(name))
+            }
+        }
+        d.deserialize_str(DtypeVisitor)
+    }
+}
+
 /// Width of a safetensors dtype in *bits* (sub-byte formats exist), or `None` if unknown.
 pub fn dtype_bits(dtype: &str) -> Option<u64> {
-    Some(match dtype {
-        "F4" => 4,
-        "F6_E2M3" | "F6_E3M2" => 6,
-        "BOOL" | "U8" | "I8" | "F8_E5M2" | "F8_E4M3" | "F8_E8M0" => 8,
-        "I16" | "U16" | "F16" | "BF16" => 16,
-        "I32" | "U32" | "F32" => 32,
-        "I64" | "U64" | "F64" | "C64" => 64,
-        _ => return None,
-    })
+    DTYPES.iter().find(|(name, _)| *name == dtype).map(|(_, bits)| *bits)
 }
 
 /// How many bytes of the file are needed to parse the header, once the first 8 are known.
@@ -270,7 +375,7 @@ fn validate(tensors: &[TensorInfo], json_len: u64, file_size: Option<u64>) -> Ve
         let Some(bits) = dtype_bits(&t.dtype) else {
             issues.push(HeaderIssue::UnknownDtype {
                 tensor: t.name.clone(),
-                dtype: t.dtype.clone(),
+                dtype: t.dtype.to_string(),
             });
             continue;
         };
@@ -389,7 +494,7 @@ impl<'de> Visitor<'de> for HeaderVisitor<'_> {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTensor {
-    dtype: String,
+    dtype: Dtype,
     shape: Vec<u64>,
     data_offsets: Offsets,
 }
@@ -443,5 +548,25 @@ mod tests {
         assert_eq!(expected_bytes(&[], 32), Some(4));
         assert_eq!(expected_bytes(&[u64::MAX], 8), Some(u64::MAX));
         assert_eq!(expected_bytes(&[u64::MAX], 16), None);
+    }
+}
+
+#[cfg(test)]
+mod dtype_tests {
+    use super::Dtype;
+
+    #[test]
+    fn a_dtype_keeps_any_name_and_stores_the_formats_own_in_a_byte() {
+        for name in ["BF16", "F8_E4M3", "F12", ""] {
+            let dtype = Dtype::from(name);
+            assert_eq!(dtype.as_str(), name);
+            let json = serde_json::to_string(&dtype).expect("json");
+            assert_eq!(json, format!("\"{name}\""), "serialised as the name it was");
+            assert_eq!(serde_json::from_str::<Dtype>(&json).expect("parse"), dtype);
+        }
+        assert!(matches!(Dtype::from("BF16").0, super::DtypeName::Known(_)));
+        assert!(matches!(Dtype::from("F12").0, super::DtypeName::Other(_)));
+        // Smaller than the String it replaces, and no allocation for a known name.
+        assert!(std::mem::size_of::<Dtype>() <= std::mem::size_of::<String>());
     }
 }

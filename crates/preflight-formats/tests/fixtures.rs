@@ -98,7 +98,7 @@ fn parse_safetensors_dir(dir: &Path) -> Totals {
         totals.header_bytes += header.header_bytes();
         totals.data_bytes += header.data_bytes();
         for t in &header.tensors {
-            *totals.elements_by_dtype.entry(t.dtype.clone()).or_default() += t.elements();
+            *totals.elements_by_dtype.entry(t.dtype.to_string()).or_default() += t.elements();
             assert!(
                 totals.located.insert(t.name.clone(), name.clone()).is_none(),
                 "{} in two shards",

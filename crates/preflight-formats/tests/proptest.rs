@@ -91,7 +91,7 @@ fn st_case() -> impl Strategy<Value = StCase> {
                 .map(|(i, (name, dtype, shape))| safetensors::TensorInfo {
                     // The index keeps names distinct (and never `__metadata__`).
                     name: format!("{i}.{name}"),
-                    dtype: dtype.to_owned(),
+                    dtype: dtype.into(),
                     shape,
                     data_offsets: [0, 0],
                 })

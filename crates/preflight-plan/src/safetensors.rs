@@ -55,9 +55,13 @@ pub fn plan(
     let (located, (understood, records, unmatched)) = side_by_side(
         tensors >= SIDE_BY_SIDE_FROM,
         || {
-            let located = header_findings(files, &mut checked);
-            if let Some(index) = index {
-                index_findings(index, files, &located, missing, &mut checked);
+            // Where each tensor is, by name: needed to compare shards with each other and with
+            // the index; one file without an index needs no such map (a million-tensor header
+            // would spend tens of MB on it).
+            let located = (files.len() > 1 || index.is_some()).then(|| locate(files, &mut checked));
+            header_findings(files, &mut checked);
+            if let (Some(index), Some(located)) = (index, &located) {
+                index_findings(index, files, located, missing, &mut checked);
             }
             located
         },
@@ -79,7 +83,10 @@ pub fn plan(
     );
     findings.append(checked);
     findings.append(read);
-    orphan_scale_findings(&unmatched, &located, findings);
+    if !unmatched.is_empty() {
+        let located = located.unwrap_or_else(|| locate(files, &mut Findings::default()));
+        orphan_scale_findings(&unmatched, &located, findings);
+    }
     tensors::unplaced_findings(&records, &shapes, "of this architecture", findings);
     let mut model = understood.as_ref().map(|u| {
         let mut model = u.normalized.model.clone();
@@ -355,11 +362,29 @@ fn issue_code(kind: IssueKind) -> Code {
     }
 }
 
-/// Header issues and cross-shard duplicates; returns where each tensor is (name → file),
-/// the one map every later check looks names up in.
-fn header_findings<'a>(files: &'a [SafetensorsFile], findings: &mut Findings) -> FastMap<&'a str, &'a str> {
+/// Where each tensor is (name → file), the map the cross-file checks look names up in; a
+/// name in two files is a `tensor.duplicate` finding.
+fn locate<'a>(files: &'a [SafetensorsFile], findings: &mut Findings) -> FastMap<&'a str, &'a str> {
     let mut seen: FastMap<&str, &str> = FastMap::default();
     seen.reserve(files.iter().map(|f| f.header.tensors.len()).sum());
+    for file in files {
+        for tensor in &file.header.tensors {
+            if let Some(previous) = seen.insert(&tensor.name, &file.name)
+                && previous != file.name
+            {
+                findings.push(
+                    Code::TensorDuplicate,
+                    tensor.name.clone(),
+                    format!("in both {previous} and {}", file.name),
+                );
+            }
+        }
+    }
+    seen
+}
+
+/// Each header's own issues as findings.
+fn header_findings(files: &[SafetensorsFile], findings: &mut Findings) {
     for file in files {
         for issue in &file.header.issues {
             let (code, subject, detail) = match issue {
@@ -422,19 +447,7 @@ fn header_findings<'a>(files: &'a [SafetensorsFile], findings: &mut Findings) ->
             };
             findings.push(code, format!("{}:{subject}", file.name), detail);
         }
-        for tensor in &file.header.tensors {
-            if let Some(previous) = seen.insert(&tensor.name, &file.name)
-                && previous != file.name
-            {
-                findings.push(
-                    Code::TensorDuplicate,
-                    tensor.name.clone(),
-                    format!("in both {previous} and {}", file.name),
-                );
-            }
-        }
     }
-    seen
 }
 
 fn index_findings(

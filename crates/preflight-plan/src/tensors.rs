@@ -27,27 +27,44 @@ pub struct ShapeId(u32);
 /// Tensor names interned by shape: every name with its indices replaced by `N` (and wrapper
 /// prefixes folded) gets one id, so a 92k-tensor checkpoint of ~60 shapes classifies,
 /// places and shape-checks ~60 names, and records carry 4 bytes instead of a string.
+///
+/// Each name is stored once: the index is keyed by the name's 64-bit hash (seeded per
+/// process, so no input can aim at collisions) and checked against the stored name; the rare
+/// name whose hash another already holds is kept in `collided`. A hostile header of a million
+/// distinct names costs one string and one small bucket each, not two strings.
 #[derive(Debug, Default)]
 pub struct Shapes {
     names: Vec<Box<str>>,
-    ids: FastMap<Box<str>, ShapeId>,
+    ids: FastMap<u64, ShapeId>,
+    collided: FastMap<Box<str>, ShapeId>,
+    hasher: foldhash::fast::RandomState,
     buffer: String,
 }
 
 impl Shapes {
     /// The shape of `name`, with its layer and expert indices.
     pub fn of(&mut self, name: &str) -> NameShape {
+        use std::hash::BuildHasher;
         let (layer, expert) = normalize_into(name, &mut self.buffer);
-        let id = match self.ids.get(self.buffer.as_str()) {
-            Some(id) => *id,
+        let hash = self.hasher.hash_one(self.buffer.as_str());
+        let next = ShapeId(self.names.len() as u32);
+        let id = match self.ids.get(&hash) {
+            Some(id) if *self.names[id.0 as usize] == *self.buffer => *id,
+            Some(_) => match self.collided.get(self.buffer.as_str()) {
+                Some(id) => *id,
+                None => {
+                    self.collided.insert(self.buffer.as_str().into(), next);
+                    next
+                }
+            },
             None => {
-                let id = ShapeId(self.names.len() as u32);
-                let boxed: Box<str> = self.buffer.as_str().into();
-                self.names.push(boxed.clone());
-                self.ids.insert(boxed, id);
-                id
+                self.ids.insert(hash, next);
+                next
             }
         };
+        if id == next {
+            self.names.push(self.buffer.as_str().into());
+        }
         NameShape { id, layer, expert }
     }
 
@@ -524,10 +541,20 @@ pub fn elements_by_dtype(records: &[Record], names: &DtypeNames) -> BTreeMap<Str
 
 /// One finding per group of tensors no component claims.
 pub fn unplaced_findings(records: &[Record], shapes: &Shapes, what: &str, findings: &mut Findings) {
-    let mut unplaced: BTreeMap<&str, u64> = BTreeMap::new();
+    // Counted by shape id, then ordered by name: a hostile header's million distinct names
+    // cost a counter each, not a tree node each.
+    let mut counts = vec![0u64; shapes.len()];
     for record in records.iter().filter(|r| r.kind == Kind::Unplaced) {
-        *unplaced.entry(shapes.name(record.shape_id)).or_default() += 1;
+        counts[record.shape_id.0 as usize] += 1;
     }
+    let mut unplaced: Vec<(&str, u64)> = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| **n > 0)
+        .map(|(id, n)| (shapes.name(ShapeId(id as u32)), *n))
+        .collect();
+    drop(counts);
+    unplaced.sort_unstable_by_key(|(name, _)| *name);
     for (pattern, count) in unplaced {
         let finding = findings.push(
             Code::TensorUnplaced,

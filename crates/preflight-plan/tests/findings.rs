@@ -87,7 +87,7 @@ fn header(tensors: &[Spec]) -> Header {
             let bytes = shape.iter().product::<u64>() * 2;
             let info = TensorInfo {
                 name: name.clone(),
-                dtype: (*dtype).to_owned(),
+                dtype: (*dtype).into(),
                 shape: shape.clone(),
                 data_offsets: [offset, offset + bytes],
             };

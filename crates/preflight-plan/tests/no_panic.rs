@@ -135,7 +135,7 @@ fn tensor() -> impl Strategy<Value = TensorInfo> {
     )
         .prop_map(|(segments, dtype, shape, data_offsets)| TensorInfo {
             name: segments.join("."),
-            dtype: dtype.to_owned(),
+            dtype: dtype.into(),
             shape,
             data_offsets,
         })

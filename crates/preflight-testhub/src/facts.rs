@@ -81,7 +81,7 @@ pub fn header<'a>(
             offset += bytes;
             preflight_formats::safetensors::TensorInfo {
                 name,
-                dtype: dtype.to_owned(),
+                dtype: dtype.into(),
                 shape,
                 data_offsets: [offset - bytes, offset],
             }
