@@ -13,7 +13,7 @@ use crate::families::{self, Placement, llama_cpp, pattern_matches};
 use crate::findings::{Code, Findings};
 use crate::memory::WeightsLayout;
 use crate::model::Model;
-use crate::tensors::{self, DtypeNames, FastMap, Kind, Record, ShapeCheck, ShapeId, Shapes};
+use crate::tensors::{self, DtypeNames, FastMap, Kind, Position, Record, ShapeCheck, ShapeId, Shapes};
 use crate::verdict::{Component, Parameters, Quantization};
 
 pub struct Planned {
@@ -109,14 +109,12 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
                 }
             };
             records.push(Record {
-                name: &tensor.name,
+                tensor: u32::try_from(records.len()).unwrap_or(u32::MAX),
                 shape_id: shape.id,
                 stored: dtype,
-                shape: &tensor.dims,
                 elements,
                 bytes,
-                layer: shape.layer,
-                expert: shape.expert,
+                position: Position::new(shape.layer, shape.expert),
                 kind,
             });
         }
@@ -126,7 +124,15 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     let mut model = understood.map(|(_, n)| n.model);
     if let Some(model) = model.as_mut() {
         gguf_layer_check(&records, model, findings);
-        gguf_shape_check(&records, &shapes, model, &first.header.kv, findings);
+        let all: Vec<&gguf::TensorInfo> = parts.iter().flat_map(|p| &p.header.tensors).collect();
+        gguf_shape_check(
+            &records,
+            &shapes,
+            model,
+            &first.header.kv,
+            |i| all[i as usize],
+            findings,
+        );
         model.quantization = Some(Quantization {
             method: "gguf".into(),
             layout: type_mix(&first.header.kv, &elements_by_type),
@@ -145,7 +151,11 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
 
 /// The blocks present against the blocks declared (main stack plus `nextn` layers).
 fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) {
-    let layers: std::collections::BTreeSet<u64> = records.iter().filter_map(|r| r.layer).map(u64::from).collect();
+    let layers: std::collections::BTreeSet<u64> = records
+        .iter()
+        .filter_map(|r| r.position.layer())
+        .map(u64::from)
+        .collect();
     let declared = (model.layers.len() as u64).saturating_add(model.mtp_layers);
     let complete = layers.len() as u64 == declared && layers.iter().enumerate().all(|(i, l)| i as u64 == *l);
     if !complete {
@@ -163,11 +173,12 @@ fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) 
 /// config.json: a header whose keys understate its tensors (one KV head of dimension 1 beside
 /// K projections of 8 × 128) would otherwise plan a cache a thousand times too small. GGUF
 /// dimensions run innermost first: a projection is `[inputs, outputs]`.
-fn gguf_shape_check(
+fn gguf_shape_check<'t>(
     records: &[Record],
     shapes: &Shapes,
     model: &Model,
     kv: &BTreeMap<String, Value>,
+    tensor: impl Fn(u32) -> &'t gguf::TensorInfo,
     findings: &mut Findings,
 ) {
     use crate::model::Mixer;
@@ -191,7 +202,7 @@ fn gguf_shape_check(
             continue;
         };
         let name = shapes.name(record.shape_id);
-        let layer = record.layer.map(|l| l as usize);
+        let layer = record.position.layer().map(|l| l as usize);
         let mixer = layer.and_then(|l| model.layers.get(l));
         let attention = match mixer {
             Some(Mixer::Attention {
@@ -285,11 +296,14 @@ fn gguf_shape_check(
         }
         for (dim, value, keys) in expect {
             let Some(value) = value else { continue };
-            let found = record.shape.get(dim).copied();
+            let found = tensor(record.tensor).dims.get(dim).copied();
             if found != Some(value) {
-                errors
-                    .entry((name.to_owned(), dim))
-                    .or_insert((value, found.unwrap_or(0), keys, record.name));
+                errors.entry((name.to_owned(), dim)).or_insert((
+                    value,
+                    found.unwrap_or(0),
+                    keys,
+                    tensor(record.tensor).name.as_str(),
+                ));
             }
         }
     }

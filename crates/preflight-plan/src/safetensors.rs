@@ -16,7 +16,7 @@ use crate::memory::WeightsLayout;
 use crate::model::Model;
 use crate::quant::{self, Role};
 use crate::tensors::{
-    self, Classifier, DtypeNames, FastMap, Kind, NAMED_PER_FINDING, Record, ShapeCheck, ShapeId, Shapes,
+    self, Classifier, DtypeNames, FastMap, Kind, NAMED_PER_FINDING, Position, Record, ShapeCheck, ShapeId, Shapes,
 };
 use crate::verdict::{Component, Parameters};
 
@@ -90,7 +90,13 @@ pub fn plan(
     tensors::unplaced_findings(&records, &shapes, "of this architecture", findings);
     let mut model = understood.as_ref().map(|u| {
         let mut model = u.normalized.model.clone();
-        tensors::check_shapes(&records, &shapes, &u.normalized.shapes, findings);
+        let all: Vec<&preflight_formats::safetensors::TensorInfo> =
+            files.iter().flat_map(|f| &f.header.tensors).collect();
+        let tensor = |i: u32| {
+            let t = all[i as usize];
+            (t.name.as_str(), t.shape.as_slice())
+        };
+        tensors::check_shapes(&records, &shapes, &u.normalized.shapes, tensor, findings);
         model.quantization = u.method.as_ref().map(|m| m.summary.clone());
         model
     });
@@ -165,7 +171,7 @@ fn records<'a>(
     understood: Option<&Understood>,
     names: &mut DtypeNames,
     shapes: &mut Shapes,
-) -> (Vec<Record<'a>>, Vec<&'a str>) {
+) -> (Vec<Record>, Vec<&'a str>) {
     let classifier = understood.map(|u| Classifier {
         family: u.family,
         model: &u.normalized.model,
@@ -244,14 +250,12 @@ fn records<'a>(
             }
         };
         out.push(Record {
-            name: &tensor.name,
+            tensor: u32::try_from(out.len()).unwrap_or(u32::MAX),
             shape_id: shape.id,
             stored,
-            shape: &tensor.shape,
             elements,
             bytes,
-            layer: shape.layer,
-            expert: shape.expert,
+            position: Position::new(shape.layer, shape.expert),
             kind,
         });
         previous = Some(&tensor.name);

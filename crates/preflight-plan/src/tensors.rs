@@ -77,23 +77,51 @@ impl Shapes {
     }
 }
 
-/// One stored tensor, classified.
+/// One stored tensor, classified. Its name and dimensions stay in the header it came from
+/// (`tensor` is its position in the artifact's header order): a record is a few numbers, so
+/// a million-tensor header costs a million small records, not a second copy of its names.
 #[derive(Debug, Clone)]
-pub struct Record<'a> {
-    pub name: &'a str,
+pub struct Record {
+    /// Position in the artifact's tensors, in header order (every file's, in file order).
+    pub tensor: u32,
     /// The name with wrapper prefixes folded and every index replaced by `N`: the key shape
     /// rules and unplaced groups are reported under.
     pub shape_id: ShapeId,
     /// The dtype as stored (raw element counts are by this).
     pub stored: DtypeName,
-    pub shape: &'a [u64],
     /// Elements as stored.
     pub elements: u64,
     pub bytes: u64,
     /// Layer and expert indices, saturated to 32 bits (a real one is far below).
-    pub layer: Option<u32>,
-    pub expert: Option<u32>,
+    pub position: Position,
     pub kind: Kind,
+}
+
+/// A tensor's layer and expert indices, packed: two `Option<u32>`s take 16 bytes, this 12.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    layer: u32,
+    expert: u32,
+    /// Bit 0: a layer index is present; bit 1: an expert index is.
+    present: u8,
+}
+
+impl Position {
+    pub fn new(layer: Option<u32>, expert: Option<u32>) -> Position {
+        Position {
+            layer: layer.unwrap_or(0),
+            expert: expert.unwrap_or(0),
+            present: u8::from(layer.is_some()) | u8::from(expert.is_some()) << 1,
+        }
+    }
+
+    pub fn layer(self) -> Option<u32> {
+        (self.present & 1 != 0).then_some(self.layer)
+    }
+
+    pub fn expert(self) -> Option<u32> {
+        (self.present & 2 != 0).then_some(self.expert)
+    }
 }
 
 /// What a record is, for the folds.
@@ -398,7 +426,9 @@ pub fn fold(records: &[Record], names: &DtypeNames, model: Option<&Model>, findi
     let mut embedding_stored = false;
     // llama.cpp offloads whole layers: each layer's stored bytes, in one pass.
     for record in records {
-        if let (Some(layer), Kind::Param { .. } | Kind::Scale { owner: Some(_) }) = (record.layer, record.kind) {
+        if let (Some(layer), Kind::Param { .. } | Kind::Scale { owner: Some(_) }) =
+            (record.position.layer(), record.kind)
+        {
             layout.add_layer(layer, record.bytes);
         }
     }
@@ -570,33 +600,54 @@ pub fn unplaced_findings(records: &[Record], shapes: &Shapes, what: &str, findin
 
 /// Each shape rule against every tensor it names; one finding per rule that fails. Which
 /// rules name a tensor is decided once per shape.
-pub fn check_shapes(records: &[Record], shapes: &Shapes, rules: &[ShapeRule], findings: &mut Findings) {
-    let mut matching: Vec<Option<Vec<usize>>> = vec![None; shapes.len()];
+///
+/// `tensor` gives a record's name and stored dimensions from its position. Which rules name
+/// a shape is kept as a bitmask (bit 63: decided), 8 bytes a shape however many there are.
+pub fn check_shapes<'t>(
+    records: &[Record],
+    shapes: &Shapes,
+    rules: &[ShapeRule],
+    tensor: impl Fn(u32) -> (&'t str, &'t [u64]),
+    findings: &mut Findings,
+) {
+    const DECIDED: u64 = 1 << 63;
+    let cacheable = rules.len() < 63;
+    let mut matching: Vec<u64> = vec![0; if cacheable { shapes.len() } else { 0 }];
     let mut errors: BTreeMap<(&'static str, usize), (u64, u64, &'static str, &str)> = BTreeMap::new();
     for record in records {
         let Kind::Param { checked, .. } = record.kind else {
             continue;
         };
-        let applicable = matching[record.shape_id.0 as usize].get_or_insert_with(|| {
-            let name = shapes.name(record.shape_id);
-            (0..rules.len())
-                .filter(|i| pattern_matches(rules[*i].pattern, name))
-                .collect()
-        });
+        let name = shapes.name(record.shape_id);
+        let matches = |i: &usize| pattern_matches(rules[*i].pattern, name);
+        let applicable: Vec<usize> = if cacheable {
+            let mask = &mut matching[record.shape_id.0 as usize];
+            if *mask & DECIDED == 0 {
+                *mask = (0..rules.len()).filter(matches).fold(DECIDED, |m, i| m | 1 << i);
+            }
+            let mask = *mask;
+            (0..rules.len()).filter(|i| mask & 1 << i != 0).collect()
+        } else {
+            (0..rules.len()).filter(matches).collect()
+        };
+        if applicable.is_empty() {
+            continue;
+        }
+        let (tensor_name, dims) = tensor(record.tensor);
         for rule in applicable.iter().map(|i| &rules[*i]) {
             let unchecked = match checked {
                 ShapeCheck::All => false,
                 ShapeCheck::Leading => rule.dim != 0,
                 ShapeCheck::None => true,
             };
-            match record.shape.get(rule.dim) {
+            match dims.get(rule.dim) {
                 Some(found) if *found == rule.value || unchecked => {}
                 found => {
                     errors.entry((rule.pattern, rule.dim)).or_insert((
                         rule.value,
                         found.copied().unwrap_or(0),
                         rule.keys,
-                        record.name,
+                        tensor_name,
                     ));
                 }
             }
@@ -638,14 +689,15 @@ pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) 
         }
         // Prefixed MTP layers are numbered apart and checked by count below.
         let Some(layer) = record
-            .layer
+            .position
+            .layer()
             .map(u64::from)
             .filter(|_| component != Component::Mtp || model.mtp_first_index == main)
         else {
             continue;
         };
         // Neighbours in a header share their layer (and expert): each run is inserted once.
-        let run = Some((layer, component == Component::Experts, record.expert));
+        let run = Some((layer, component == Component::Experts, record.position.expert()));
         if run == last {
             continue;
         }
@@ -653,7 +705,7 @@ pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) 
         layers.insert(layer);
         if component == Component::Experts {
             expert_layers.insert(layer);
-            if let Some(expert) = record.expert.map(u64::from) {
+            if let Some(expert) = record.position.expert().map(u64::from) {
                 experts_seen.insert((layer, expert));
             }
         }
@@ -741,6 +793,18 @@ pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) 
 
 #[cfg(test)]
 mod tests {
+    /// What a million-tensor header costs the planner is a million records: at 88 bytes (a
+    /// name and a shape borrowed, two `Option<u32>`) a 2^20-tensor header went past its
+    /// memory bound (`scripts/hostile_sizes.py`: 4 × the header + 64 MiB).
+    #[test]
+    fn a_record_is_a_few_numbers() {
+        assert!(
+            std::mem::size_of::<super::Record>() <= 56,
+            "{}",
+            std::mem::size_of::<super::Record>()
+        );
+    }
+
     use super::*;
 
     #[test]
