@@ -53,7 +53,9 @@ pub static FAMILY: Family = Family {
     }],
     gguf: Some(Gguf {
         architectures: &[("gemma2", "gemma2"), ("gemma3", "gemma3_text")],
-        keys: &[],
+        // Gemma 3's local layers rope from their own base (llama.cpp `gemma3.cpp` l.9): values,
+        // not shapes.
+        keys: &[("rope.freq_base_swa", Grade::Numerics)],
         tensors: &[],
         // llama.cpp: Gemma 2 alternates (pattern 2), Gemma 3 has five sliding per full (6).
         normalize: |model_type, kv| {

@@ -44,8 +44,6 @@ pub const KEYS: &[(&str, Grade)] = &[
     ("expert_group_count", Numerics),
     ("expert_group_used_count", Numerics),
     ("rope.freq_base", Numerics),
-    // The sliding layers' RoPE base (Gemma 3's local layers): values, not shapes.
-    ("rope.freq_base_swa", Numerics),
     ("rope.scale_linear", Numerics),
     ("rope.dimension_sections", Numerics),
     ("rope.scaling.type", Numerics),
