@@ -1,9 +1,12 @@
 //! Reading config.json for a family: typed accessors that turn a missing or ill-typed key
-//! into a finding, and the grading of every key (**fail closed**: a key that is neither in
-//! the common registry nor in the family's own table is `config.unknown_key`).
+//! into a finding, and the grading of every key (**fail closed**, design §3): the common
+//! registry and the family's own rules first, then what the reference implementations read
+//! ([`crate::config_keys`]); a key they read and the planner does not model is
+//! `config.unknown_key`.
 
 use serde_json::{Map, Value};
 
+use crate::config_keys::{DataGrade, Implementations};
 use crate::findings::{Code, Findings};
 
 /// How the planner treats a config key. Every key a config may carry has one.
@@ -19,9 +22,9 @@ pub enum Grade {
     Generation,
     /// Numerics that change values, not shapes or memory (eps, rope base, activation).
     Numerics,
-    /// Neither the reference config class for this `model_type` defines it nor its modeling
-    /// code reads it (checked in transformers' source; the grade table cites where): it
-    /// cannot change the model there, so it is an `info` finding, not a refusal.
+    /// Neither the reference implementation (transformers) nor the serving engine (vLLM)
+    /// reads it: an `info` finding (`config.ignored_key`), not a refusal. Keys the data grades
+    /// need no entry; this is for a reading the extraction cannot see.
     Ignored,
 }
 
@@ -108,6 +111,19 @@ pub const COMMON_KEYS: &[(&str, Grade)] = &[
     ("rope_parameters", Grade::Numerics),
     ("quantization_config", Grade::Consumed),
     ("tie_word_embeddings", Grade::Consumed),
+];
+
+/// The keys [`crate::families::read_dims`] reads for every decoder family (and the families
+/// that read their own way read them too): a family lists only what it interprets beyond them.
+pub const DECODER_KEYS: &[(&str, Grade)] = &[
+    ("num_hidden_layers", Grade::Consumed),
+    ("hidden_size", Grade::Consumed),
+    ("intermediate_size", Grade::Consumed),
+    ("num_attention_heads", Grade::Consumed),
+    ("num_key_value_heads", Grade::Consumed),
+    ("head_dim", Grade::Consumed),
+    ("vocab_size", Grade::Consumed),
+    ("max_position_embeddings", Grade::Consumed),
 ];
 
 /// A family's view of one config object (the top level, or `text_config`).
@@ -294,31 +310,69 @@ impl<'a> ConfigReader<'a> {
         finding.observed = found;
     }
 
-    /// Grade every key: one `config.unknown_key` finding per key in neither table, one
-    /// `config.ignored_by_reference` per key graded [`Grade::Ignored`].
+    /// Grade every key against the common registry and `family_keys` alone: a key in neither
+    /// is `config.unknown_key` (an encoder's config, whose registry is the whole rule).
     pub fn grade_keys(&mut self, family_keys: &[(&str, Grade)], extra: &[&str]) {
-        for key in self.map.keys() {
+        self.grade(family_keys, extra, None);
+    }
+
+    /// Grade a language model's (or a wrapper's) keys: the common registry, the generic
+    /// decoder reading ([`DECODER_KEYS`]) and the family's own rules first; a key none of them
+    /// has is graded by what the reference implementations read (`data/config_keys.json`):
+    /// read by neither → `config.ignored_key` (info); read with the class default →
+    /// `config.default_value` (info); read with another value → `config.unknown_key`.
+    pub(crate) fn grade_keys_by(&mut self, family_keys: &[(&str, Grade)], reference: &Implementations) {
+        self.grade(family_keys, &[], Some(reference));
+    }
+
+    fn grade(&mut self, family_keys: &[(&str, Grade)], extra: &[&str], reference: Option<&Implementations>) {
+        let decoder: &[(&str, Grade)] = if reference.is_some() { DECODER_KEYS } else { &[] };
+        for (key, value) in self.map {
             let grade = COMMON_KEYS
                 .iter()
+                .chain(decoder)
                 .chain(family_keys)
                 .find(|(k, _)| k == key)
                 .map(|(_, g)| *g)
-                .or_else(|| extra.contains(&key.as_str()).then_some(Grade::Consumed));
+                .or_else(|| extra.contains(&key.as_str()).then_some(Grade::Consumed))
+                .or_else(|| is_token_id(key).then_some(Grade::Metadata));
+            let by_data = match grade {
+                None => reference.and_then(|r| r.grade(key, value)),
+                Some(_) => None,
+            };
             let subject = self.subject(key);
-            let finding = match grade {
-                Some(Grade::Ignored) => self.findings.push(
-                    Code::ConfigIgnoredByReference,
+            let finding = match (grade, by_data) {
+                (Some(Grade::Ignored), _) | (None, Some(DataGrade::NotRead)) => self.findings.push(
+                    Code::ConfigIgnoredKey,
                     subject,
-                    format!("`{key}` is neither defined nor read by the reference implementation of this model type; it cannot change the model"),
+                    format!("`{key}` is read by neither the reference implementation (transformers) nor the serving engine (vLLM) for this architecture; it cannot change what they compute"),
                 ),
-                Some(_) => continue,
-                None => self.findings.push(
+                (None, Some(DataGrade::Default)) => self.findings.push(
+                    Code::ConfigDefaultValue,
+                    subject,
+                    format!("`{key}` is not modelled by the planner, but its value is the config class's default: the model computes as if it were absent"),
+                ),
+                (Some(_), _) | (None, Some(DataGrade::Generation)) => continue,
+                (None, Some(DataGrade::Read)) => self.findings.push(
                     Code::ConfigUnknownKey,
                     subject,
-                    format!("`{key}` is not in the planner's key registry for this architecture; it may change what the model computes"),
+                    format!("`{key}` is read by the reference implementation or the serving engine and not modelled by the planner; it may change what the model computes"),
+                ),
+                (None, None) => self.findings.push(
+                    Code::ConfigUnknownKey,
+                    subject,
+                    format!("`{key}` is not in the planner's key registry for this config, and no reference reading grades it; it may change what the model computes"),
                 ),
             };
-            finding.observed = self.map.get(key).cloned();
+            finding.observed = Some(value.clone());
         }
     }
+}
+
+/// A token id (`image_token_id`, `video_token_index`, …): which vocabulary entry marks a
+/// placeholder. It changes neither shapes nor memory, whichever wrapper declares it.
+fn is_token_id(key: &str) -> bool {
+    ["_token_id", "_token_ids", "_token_index"]
+        .iter()
+        .any(|suffix| key.ends_with(suffix))
 }

@@ -65,10 +65,16 @@ catalogue! {
     ConfigShapeMismatch => ("config.shape_mismatch", Blocking),
     /// The layers present in the tensors are not the layers config.json declares.
     ConfigLayerCountMismatch => ("config.layer_count_mismatch", Blocking),
-    /// A config key that the reference implementation (transformers' config class for this
-    /// `model_type`, and its modeling code) neither defines nor reads: it cannot change what
-    /// the model computes there, so it is recorded, not blocking.
-    ConfigIgnoredByReference => ("config.ignored_by_reference", Info),
+    /// A config key that neither the reference implementation (transformers, for this
+    /// `model_type`) nor the serving engine (vLLM, for the config's `architectures`) reads,
+    /// as extracted from their released code (`data/config_keys.json`): it cannot change what
+    /// they compute, so it is recorded, not blocking.
+    ConfigIgnoredKey => ("config.ignored_key", Info),
+    /// A config key the planner does not model, read by the reference implementation or the
+    /// serving engine, whose value is the config class's default (or an identity value such
+    /// as `partial_rotary_factor: 1.0`, or `null` for an option that defaults to none): the
+    /// model computes as if the key were absent. Recorded, not blocking.
+    ConfigDefaultValue => ("config.default_value", Info),
     /// The config declares multi-token-prediction modules the checkpoint does not ship.
     /// Engines serve such a checkpoint without speculative decoding.
     MtpDeclaredAbsent => ("mtp.declared_absent", Warning),
@@ -104,14 +110,23 @@ catalogue! {
     IndexTotalSizeMismatch => ("index.total_size_mismatch", Warning),
     /// A split GGUF declares a part that is not there, or parts disagree.
     GgufMissingPart => ("gguf.missing_part", Blocking),
-    /// A GGUF key in the architecture's namespace the planner has not graded.
+    /// A GGUF key in the architecture's namespace that llama.cpp's loader reads (or, for an
+    /// architecture llama.cpp does not name, any key) and the planner does not model.
     GgufUnknownKey => ("gguf.unknown_key", Blocking),
+    /// A GGUF key under the architecture's namespace that llama.cpp's loader for that
+    /// architecture never reads (`data/llamacpp_keys.json`): it cannot change what llama.cpp
+    /// computes, so it is recorded, not blocking.
+    GgufIgnoredKey => ("gguf.ignored_key", Info),
     /// A GGUF key the planner needs is absent or has the wrong type.
     GgufMissingKey => ("gguf.missing_key", Blocking),
     /// A quantized tensor's element count is not a whole number of blocks.
     GgufBlockMismatch => ("gguf.block_mismatch", Blocking),
     /// `quantization_config.quant_method` names a method the planner does not know.
     QuantizationUnknown => ("quantization.unknown", Blocking),
+    /// The quantization method or algorithm is a known one (e.g. a ModelOpt `quant_algo` its
+    /// exporter writes), but the planner does not model how it stores weights (AWQ's
+    /// pre-quant scales, SVD branches, W4A8 mixes), so it cannot count them.
+    QuantizationUnsupported => ("quantization.unsupported", Blocking),
     /// A quantized tensor lacks its scales, or scales appear without their tensor.
     QuantizationLayoutInvalid => ("quantization.layout_invalid", Blocking),
     /// `tie_word_embeddings` is set but the checkpoint stores lm_head anyway; it is

@@ -9,7 +9,7 @@ use preflight_formats::facts::GgufFile;
 use preflight_formats::gguf::{self, HeaderIssue, IssueKind, Value};
 
 use crate::config::{Grade, MAX_LAYERS};
-use crate::families::{self, Placement, llama_cpp, pattern_matches};
+use crate::families::{self, Placement, ShapeRule, llama_cpp, pattern_matches};
 use crate::findings::{Code, Findings};
 use crate::memory::WeightsLayout;
 use crate::model::Model;
@@ -121,18 +121,15 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     }
     tensors::unplaced_findings(&records, &shapes, "llama.cpp defines", findings);
     let elements_by_type = tensors::elements_by_dtype(&records, &names);
-    let mut model = understood.map(|(_, n)| n.model);
+    let (mut model, rules) = match understood {
+        Some((_, n)) => (Some(n.model), n.shapes),
+        None => (None, Vec::new()),
+    };
     if let Some(model) = model.as_mut() {
         gguf_layer_check(&records, model, findings);
         let all: Vec<&gguf::TensorInfo> = parts.iter().flat_map(|p| &p.header.tensors).collect();
-        gguf_shape_check(
-            &records,
-            &shapes,
-            model,
-            &first.header.kv,
-            |i| all[i as usize],
-            findings,
-        );
+        let tensor = |i: u32| all[i as usize];
+        gguf_shape_check(&records, &shapes, model, &rules, &first.header.kv, tensor, findings);
         model.quantization = Some(Quantization {
             method: "gguf".into(),
             layout: type_mix(&first.header.kv, &elements_by_type),
@@ -172,11 +169,14 @@ fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) 
 /// The key/values against the tensors they size, as safetensors shapes are checked against
 /// config.json: a header whose keys understate its tensors (one KV head of dimension 1 beside
 /// K projections of 8 × 128) would otherwise plan a cache a thousand times too small. GGUF
-/// dimensions run innermost first: a projection is `[inputs, outputs]`.
+/// dimensions run innermost first: a projection is `[inputs, outputs]`. A family's own rule
+/// for a tensor and dimension (`rules`, in GGUF order) replaces the generic one (Qwen3.5's
+/// `attn_q` carries the output gate: twice the heads).
 fn gguf_shape_check<'t>(
     records: &[Record],
     shapes: &Shapes,
     model: &Model,
+    rules: &[ShapeRule],
     kv: &BTreeMap<String, Value>,
     tensor: impl Fn(u32) -> &'t gguf::TensorInfo,
     findings: &mut Findings,
@@ -295,6 +295,10 @@ fn gguf_shape_check<'t>(
             _ => {}
         }
         for (dim, value, keys) in expect {
+            let (value, keys) = match rules.iter().find(|r| r.pattern == name && r.dim == dim) {
+                Some(rule) => (Some(rule.value), rule.keys),
+                None => (value, keys),
+            };
             let Some(value) = value else { continue };
             let found = tensor(record.tensor).dims.get(dim).copied();
             if found != Some(value) {
@@ -398,17 +402,35 @@ impl GgufReader<'_> {
     /// the family's own; other namespaces only as metadata.
     fn grade(&mut self, family_keys: &[(&str, Grade)]) {
         for key in self.kv.keys() {
-            let graded = match key.strip_prefix(self.prefix.as_str()) {
-                Some(rest) => llama_cpp::KEYS.iter().chain(family_keys).any(|(k, _)| *k == rest),
-                None => llama_cpp::METADATA_NAMESPACES.iter().any(|ns| key.starts_with(ns)),
+            let (graded, rest) = match key.strip_prefix(self.prefix.as_str()) {
+                Some(rest) => (
+                    llama_cpp::KEYS.iter().chain(family_keys).any(|(k, _)| *k == rest),
+                    Some(rest),
+                ),
+                None => (
+                    llama_cpp::METADATA_NAMESPACES.iter().any(|ns| key.starts_with(ns)),
+                    None,
+                ),
             };
-            if !graded {
-                self.findings.push(
-                    Code::GgufUnknownKey,
-                    key.clone(),
-                    "not in the planner's GGUF key registry; it may change what the model computes",
-                );
+            if graded {
+                continue;
             }
+            // A key llama.cpp's loader for this architecture never reads cannot change what
+            // it computes (`data/llamacpp_keys.json`).
+            let arch = self.prefix.trim_end_matches('.');
+            if rest.and_then(|rest| crate::config_keys::llama_cpp_reads(arch, rest)) == Some(false) {
+                self.findings.push(
+                    Code::GgufIgnoredKey,
+                    key.clone(),
+                    format!("llama.cpp's loader for `{arch}` never reads it; it cannot change what llama.cpp computes"),
+                );
+                continue;
+            }
+            self.findings.push(
+                Code::GgufUnknownKey,
+                key.clone(),
+                "read by llama.cpp's loader and not modelled by the planner; it may change what the model computes",
+            );
         }
     }
 

@@ -84,12 +84,20 @@ pub fn declared(
     let quantization = quant_config?.get("quantization")?.as_object()?;
     let mut q = quantization.clone();
     q.insert("quant_method".into(), "modelopt".into());
+    q.insert("_declared_in".into(), "hf_quant_config.json".into());
     Some(Value::Object(q))
 }
 
 /// Read `quantization_config`. An unknown method is a blocking finding (`None`).
 pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
-    let method = config.get("quant_method").and_then(Value::as_str).unwrap_or("");
+    // ModelOpt's config.json form may name only its producer (`{"producer": {"name":
+    // "modelopt"}, "quant_algo": "FP8", …}`).
+    let producer = config.pointer("/producer/name").and_then(Value::as_str);
+    let method = match config.get("quant_method").and_then(Value::as_str) {
+        Some(method) => method,
+        None if producer == Some("modelopt") && config.get("quant_algo").is_some() => "modelopt",
+        None => "",
+    };
     let u = |key: &str| config.get(key).and_then(Value::as_u64);
     let (layout, bits, packed_weight, packed_type) = match method {
         "fp8" => {
@@ -123,45 +131,7 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
             None,
             None,
         ),
-        "modelopt" => {
-            let algo = config
-                .get("quant_algo")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_ascii_uppercase();
-            let kv = config
-                .get("kv_cache_quant_algo")
-                .and_then(Value::as_str)
-                .map_or_else(String::new, |kv| format!("; KV cache {kv}"));
-            match algo.as_str() {
-                "NVFP4" => {
-                    let group = u("group_size").unwrap_or(16);
-                    (
-                        format!(
-                            "ModelOpt NVFP4: two E2M1 values a U8 byte, F8_E4M3 weight_scale per {group}, F32 weight_scale_2 and input_scale per tensor{kv}"
-                        ),
-                        Some(4),
-                        Some(("U8", "NVFP4")),
-                        None,
-                    )
-                }
-                "FP8" => (
-                    format!("ModelOpt FP8: F8_E4M3 weights, F32 weight_scale and input_scale per tensor{kv}"),
-                    Some(8),
-                    None,
-                    None,
-                ),
-                _ => {
-                    let finding = findings.push(
-                        Code::QuantizationUnknown,
-                        "hf_quant_config.json:quantization.quant_algo",
-                        "the planner does not know how this ModelOpt algorithm stores weights",
-                    );
-                    finding.observed = config.get("quant_algo").cloned();
-                    return None;
-                }
-            }
-        }
+        "modelopt" => modelopt(config, findings)?,
         "gptq" | "awq" => {
             let bits = u("bits").or_else(|| u("w_bit")).unwrap_or(4);
             let group = u("group_size").or_else(|| u("q_group_size"));
@@ -211,6 +181,186 @@ pub fn recognise(config: &Value, findings: &mut Findings) -> Option<Method> {
         packed_weight,
         packed_type,
     })
+}
+
+/// The `quant_algo` strings ModelOpt's exporter writes (nvidia-modelopt 0.47.0,
+/// `data/modelopt.json`: `exported_quant_algo_strings`, plus `MIXED_PRECISION`).
+fn modelopt_algorithms() -> &'static [String] {
+    static ALGORITHMS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    ALGORITHMS.get_or_init(|| {
+        let data: Value =
+            serde_json::from_str(include_str!("../data/modelopt.json")).expect("data/modelopt.json is valid");
+        let mut algorithms: Vec<String> = data
+            .get("exported_quant_algo_strings")
+            .and_then(Value::as_object)
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default();
+        algorithms.push("MIXED_PRECISION".to_owned());
+        algorithms
+    })
+}
+
+/// How one ModelOpt algorithm stores a linear layer's weights; `None` for an algorithm the
+/// planner knows by name but whose stored layout it does not plan (AWQ's pre-quant scales,
+/// SVD's low-rank branches, W4A8 mixes).
+fn modelopt_layer(algo: &str, group: Option<u64>) -> Option<(String, u64, Option<(&'static str, &'static str)>)> {
+    let group = group.unwrap_or(16);
+    Some(match algo {
+        "FP8" => (
+            "F8_E4M3 weights, F32 weight_scale and input_scale per tensor".to_owned(),
+            8,
+            None,
+        ),
+        "FP8_PER_CHANNEL_PER_TOKEN" => (
+            "F8_E4M3 weights, weight_scale per output channel, activations per token".to_owned(),
+            8,
+            None,
+        ),
+        "NVFP4" => (
+            format!(
+                "two E2M1 values a U8 byte, F8_E4M3 weight_scale per {group}, F32 weight_scale_2 and input_scale per tensor"
+            ),
+            4,
+            Some(("U8", "NVFP4")),
+        ),
+        // Weight-only NVFP4: the same stored weights; an `input_scale` the exporter may still
+        // write is unused.
+        "W4A16_NVFP4" => (
+            format!(
+                "weight-only NVFP4: two E2M1 values a U8 byte, F8_E4M3 weight_scale per {group}, F32 weight_scale_2 per tensor"
+            ),
+            4,
+            Some(("U8", "NVFP4")),
+        ),
+        // OCP MX: blocks of 32 share one E8M0 scale.
+        "MXFP8" => ("F8_E4M3 weights, U8 E8M0 weight_scale per 32".to_owned(), 8, None),
+        "W8A16" => (
+            "I8 weights, weight_scale per output channel, weight-only".to_owned(),
+            8,
+            None,
+        ),
+        _ => return None,
+    })
+}
+
+/// ModelOpt's `quant_algo` (hf_quant_config.json's `quantization`, or config.json's
+/// `quantization_config`); `MIXED_PRECISION` reads each layer's algorithm from
+/// `quantized_layers`. An algorithm ModelOpt does not write is `quantization.unknown`; one it
+/// writes whose layout is not planned is `quantization.unsupported`, naming it.
+fn modelopt(config: &Value, findings: &mut Findings) -> Option<Layout> {
+    let algo = config
+        .get("quant_algo")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_ascii_uppercase();
+    let subject = match config.get("_declared_in").and_then(Value::as_str) {
+        Some(file) => format!("{file}:quantization.quant_algo"),
+        None => "config.quantization_config.quant_algo".to_owned(),
+    };
+    let kv = config
+        .get("kv_cache_quant_algo")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| {
+            // config.json's form: `kv_cache_scheme` ("FP8", or a compressed-tensors scheme).
+            match config.get("kv_cache_scheme")? {
+                Value::String(s) => Some(s.clone()),
+                Value::Object(o) => match (
+                    o.get("type").and_then(Value::as_str),
+                    o.get("num_bits").and_then(Value::as_u64),
+                ) {
+                    (Some("float"), Some(8)) => Some("FP8".to_owned()),
+                    (Some("int"), Some(8)) => Some("INT8".to_owned()),
+                    _ => Some("quantized".to_owned()),
+                },
+                _ => None,
+            }
+        })
+        .map_or_else(String::new, |kv| format!("; KV cache {kv}"));
+    if !modelopt_algorithms().contains(&algo) {
+        let finding = findings.push(
+            Code::QuantizationUnknown,
+            subject,
+            format!("`{algo}` is not a quant_algo ModelOpt (nvidia-modelopt 0.47.0) writes; the planner does not know how it stores weights"),
+        );
+        finding.observed = config.get("quant_algo").cloned();
+        return None;
+    }
+    let unsupported = |algo: &str, findings: &mut Findings, subject: String| {
+        let finding = findings.push(
+            Code::QuantizationUnsupported,
+            subject,
+            format!("ModelOpt's `{algo}` is a known algorithm, but the planner does not model how it stores weights"),
+        );
+        finding.observed = Some(algo.into());
+    };
+    let group = config.get("group_size").and_then(Value::as_u64);
+    if algo != "MIXED_PRECISION" {
+        let Some((layout, bits, packed)) = modelopt_layer(&algo, group) else {
+            unsupported(&algo, findings, subject);
+            return None;
+        };
+        // `ModelOpt NVFP4` / `ModelOpt FP8` lead the layouts the runtimes judge kernels by.
+        let family = match algo.as_str() {
+            "NVFP4" | "W4A16_NVFP4" => "NVFP4",
+            "FP8" | "FP8_PER_CHANNEL_PER_TOKEN" => "FP8",
+            _ => "",
+        };
+        let layout = match family {
+            "" => format!("ModelOpt {algo}: {layout}{kv}"),
+            family if family == algo => format!("ModelOpt {family}: {layout}{kv}"),
+            family => format!("ModelOpt {family} ({algo}): {layout}{kv}"),
+        };
+        return Some((layout, Some(bits), packed, None));
+    }
+    // MIXED_PRECISION: every layer's algorithm must be one the planner stores.
+    let Some(layers) = config.get("quantized_layers").and_then(Value::as_object) else {
+        let finding = findings.push(
+            Code::QuantizationLayoutInvalid,
+            subject.replace("quant_algo", "quantized_layers"),
+            "MIXED_PRECISION without `quantized_layers`: which algorithm each layer uses is not said",
+        );
+        finding.observed = None;
+        return None;
+    };
+    let mut counts: std::collections::BTreeMap<String, (u64, Option<u64>)> = std::collections::BTreeMap::new();
+    for layer in layers.values() {
+        let algo = layer
+            .get("quant_algo")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_ascii_uppercase();
+        let entry = counts.entry(algo).or_insert((0, None));
+        entry.0 += 1;
+        entry.1 = entry.1.or(layer.get("group_size").and_then(Value::as_u64));
+    }
+    let mut parts = Vec::new();
+    let mut packed = None;
+    let mut bits = 16;
+    for (algo, (count, group)) in &counts {
+        if !modelopt_algorithms().iter().any(|a| a == algo) || algo == "MIXED_PRECISION" {
+            let finding = findings.push(
+                Code::QuantizationUnknown,
+                subject.replace("quant_algo", "quantized_layers"),
+                format!("{count} layer(s) use `{algo}`, not a quant_algo ModelOpt (nvidia-modelopt 0.47.0) writes"),
+            );
+            finding.observed = Some(algo.as_str().into());
+            return None;
+        }
+        let Some((layout, b, p)) = modelopt_layer(algo, *group) else {
+            unsupported(algo, findings, subject.replace("quant_algo", "quantized_layers"));
+            return None;
+        };
+        packed = packed.or(p);
+        bits = bits.min(b);
+        parts.push(format!("{algo} × {count} layers ({layout})"));
+    }
+    Some((
+        format!("ModelOpt MIXED_PRECISION: {}{kv}", parts.join("; ")),
+        Some(bits),
+        packed,
+        None,
+    ))
 }
 
 /// compressed-tensors: the `format` says how weights are stored — `float-quantized` (FP8,

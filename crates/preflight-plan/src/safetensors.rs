@@ -10,7 +10,8 @@ use preflight_formats::safetensors::{HeaderIssue, IssueKind};
 use serde_json::{Map, Value};
 
 use crate::config::{ConfigReader, Grade};
-use crate::families::{self, Family, Normalized, Wrapper};
+use crate::config_keys::{self, Implementations};
+use crate::families::{self, Encoder, Family, Normalized, Wrapper};
 use crate::findings::{Code, Findings};
 use crate::memory::WeightsLayout;
 use crate::model::Model;
@@ -295,20 +296,31 @@ fn understand(
         finding.observed = Some(model_type.into());
         return None;
     };
+    // The implementations the data grades against: transformers' for the model types (a
+    // wrapper's too, whose modeling reads its `text_config`), vLLM's for `architectures[0]`.
+    let architecture = raw
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str);
+    let reference = Implementations {
+        model_types: [Some(model_type), top_type.filter(|_| !prefix.is_empty())]
+            .into_iter()
+            .flatten()
+            .collect(),
+        architectures: architecture.into_iter().collect(),
+    };
     let mut encoders = Vec::new();
     if !prefix.is_empty() {
         let wrapper = top_type
             .and_then(families::for_wrapper)
             .filter(|(f, _)| std::ptr::eq(*f, family))
             .map(|(_, w)| w);
-        grade_wrapper(raw, wrapper, findings);
-        if let Some(wrapper) = wrapper {
-            encoders = wrapper
-                .encoders
-                .iter()
-                .flat_map(|e| e.tensors.iter().copied())
-                .collect();
-        }
+        let wrapper_reference = Implementations {
+            model_types: top_type.into_iter().collect(),
+            architectures: reference.architectures.clone(),
+        };
+        encoders = grade_wrapper(raw, wrapper, &wrapper_reference, findings);
     }
     let method = match quant::declared(raw, map, quant_config) {
         Some(q) => Some(quant::recognise(&q, findings)?),
@@ -316,7 +328,7 @@ fn understand(
     };
     let defaulted = family.with_defaults(model_type, map);
     let mut reader = ConfigReader::new(defaulted.as_ref().unwrap_or(map), prefix, findings);
-    reader.grade_keys(&[family.keys, family.more_keys].concat(), &[]);
+    reader.grade_keys_by(&[family.keys, family.more_keys].concat(), &reference);
     let mut normalized = (family.normalize)(model_type, &mut reader)?;
     normalized.model = normalized
         .model
@@ -336,23 +348,63 @@ fn understand(
     })
 }
 
-/// The wrapper's own keys, and each encoder's config against the encoder's registry. An
-/// unknown wrapper understands only `text_config`: any encoder it carries is an unknown key.
-fn grade_wrapper(raw: &Map<String, Value>, wrapper: Option<&Wrapper>, findings: &mut Findings) {
-    let Some(wrapper) = wrapper else {
-        ConfigReader::new(raw, "", findings).grade_keys(&[("text_config", Grade::Consumed)], &[]);
-        return;
+/// The wrapper's own keys (its family's rules, then the data for the wrapper's model type),
+/// and each encoder's config against the encoder's registry; returns the encoders' tensor
+/// prefixes. A wrapper no family names (any known text model with any known encoder) takes
+/// for each encoder config the known encoder whose registry grades most of its keys.
+fn grade_wrapper(
+    raw: &Map<String, Value>,
+    wrapper: Option<&Wrapper>,
+    reference: &Implementations,
+    findings: &mut Findings,
+) -> Vec<(&'static str, Component)> {
+    let chosen: Vec<&'static Encoder> = match wrapper {
+        Some(wrapper) => wrapper.encoders.iter().collect(),
+        None => ENCODER_KEYS
+            .iter()
+            .filter_map(|key| {
+                let config = raw.get(*key).and_then(Value::as_object)?;
+                families::FAMILIES
+                    .iter()
+                    .flat_map(|f| f.wrappers)
+                    .flat_map(|w| w.encoders)
+                    .filter(|e| e.config_key == *key)
+                    .enumerate()
+                    .max_by_key(|(i, e)| {
+                        let known = config
+                            .keys()
+                            .filter(|k| e.keys.iter().chain(crate::config::COMMON_KEYS).any(|(n, _)| n == *k))
+                            .count();
+                        // Ties go to the first registered (`max_by_key` keeps the last).
+                        (known, std::cmp::Reverse(*i))
+                    })
+                    .map(|(_, e)| e)
+            })
+            .collect(),
     };
+    // Without a data entry for the wrapper's model type, only `text_config` is understood.
+    let known_wrapper = wrapper.is_some() || reference.model_types.iter().any(|t| config_keys::knows_model_type(t));
     let mut own: Vec<(&str, Grade)> = vec![("text_config", Grade::Consumed)];
-    own.extend(wrapper.keys.iter().copied());
-    own.extend(wrapper.encoders.iter().map(|e| (e.config_key, Grade::Consumed)));
-    ConfigReader::new(raw, "", findings).grade_keys(&own, &[]);
-    for encoder in wrapper.encoders {
+    if let Some(wrapper) = wrapper {
+        own.extend(wrapper.keys.iter().copied());
+    }
+    if known_wrapper {
+        own.extend(chosen.iter().map(|e| (e.config_key, Grade::Consumed)));
+        ConfigReader::new(raw, "", findings).grade_keys_by(&own, reference);
+    } else {
+        ConfigReader::new(raw, "", findings).grade_keys(&own, &[]);
+        return Vec::new();
+    }
+    for encoder in &chosen {
         if let Some(config) = raw.get(encoder.config_key).and_then(Value::as_object) {
             ConfigReader::new(config, format!("{}.", encoder.config_key), findings).grade_keys(encoder.keys, &[]);
         }
     }
+    chosen.iter().flat_map(|e| e.tensors.iter().copied()).collect()
 }
+
+/// The keys a wrapper keeps its encoders' configs under.
+const ENCODER_KEYS: &[&str] = &["vision_config", "audio_config"];
 
 /// The finding code for a header issue kind (as the reader counts them in `Repeated`).
 fn issue_code(kind: IssueKind) -> Code {

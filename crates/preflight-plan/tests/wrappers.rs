@@ -430,3 +430,81 @@ fn mistral3_vision_config_is_graded_against_the_pixtral_registry() {
     );
     assert_vision_keys_graded_by_the_encoder(&mistral3_config(), &tensors);
 }
+
+/// Item 2 of the grading issue: a wrapper no family names (`llava`, the generic LLaVA class)
+/// around a known text model (`mistral`) with a known encoder (Pixtral) is planned as the text
+/// family plus that encoder; its own keys are graded by what transformers' `llava` and vLLM's
+/// `LlavaForConditionalGeneration` read, not by a family table.
+#[test]
+fn any_known_text_model_with_any_known_encoder_is_a_wrapper() {
+    let mut config = mistral3_config();
+    config["model_type"] = json!("llava");
+    // Without `architectures` no vLLM class is named: transformers' reading alone grades.
+    config.as_object_mut().expect("object").remove("architectures");
+    // LlavaConfig's own keys: a token id, a default, a key neither reference reads.
+    config["multimodal_projector_bias"] = json!(true);
+    config["ignore_index"] = json!(-100);
+    // Mistral 3 takes the last layer's features; LLaVA reads `vision_feature_layer` and
+    // defaults to the one before: another value would change what it computes.
+    config["vision_feature_layer"] = json!(-2);
+    config["frobnicate_wrapper"] = json!(3);
+    let tensors = mistral3_tensors(
+        "model.language_model.",
+        "lm_head.",
+        "model.vision_tower.",
+        "model.multi_modal_projector.",
+    );
+    let v = plan_one(&config, &tensors);
+    let vision = elements(&tensors, "model.vision_tower.");
+    let projector = elements(&tensors, "model.multi_modal_projector.");
+    assert_wrapper(&v, &tensors, vision, projector);
+    let code = |subject: &str| {
+        v.artifacts[0]
+            .findings
+            .iter()
+            .find(|f| f.subject == subject)
+            .map(|f| f.code.to_string())
+    };
+    assert_eq!(code("config.frobnicate_wrapper").as_deref(), Some("config.ignored_key"));
+    assert_eq!(
+        code("config.multimodal_projector_bias").as_deref(),
+        Some("config.default_value")
+    );
+    assert_eq!(
+        code("config.vision_feature_layer").as_deref(),
+        Some("config.default_value")
+    );
+    assert_eq!(code("config.image_token_index"), None, "a token id is metadata");
+    config["vision_feature_layer"] = json!(-1);
+    assert!(!plan_one(&config, &tensors).admissible, "read, and not the default");
+    config["vision_feature_layer"] = json!(-2);
+    // The encoder's config is still graded by the encoder's registry: fail closed.
+    assert_vision_keys_graded_by_the_encoder(&config, &tensors);
+}
+
+/// vLLM's `LlavaForConditionalGeneration` reads its config where the extraction cannot name
+/// the key (`vision.py` subscripts, `pixtral.py` `to_dict()`): every key then counts as read
+/// (DECISIONS), so a key no one defines is blocking there, not ignored.
+#[test]
+fn a_dynamic_read_in_the_serving_engine_keeps_every_key_read() {
+    let mut config = mistral3_config();
+    config["model_type"] = json!("llava");
+    config["architectures"] = json!(["LlavaForConditionalGeneration"]);
+    config["frobnicate_wrapper"] = json!(3);
+    let tensors = mistral3_tensors(
+        "model.language_model.",
+        "lm_head.",
+        "model.vision_tower.",
+        "model.multi_modal_projector.",
+    );
+    let v = plan_one(&config, &tensors);
+    let f = v.artifacts[0]
+        .findings
+        .iter()
+        .find(|f| f.subject == "config.frobnicate_wrapper")
+        .expect("graded");
+    assert_eq!(
+        (f.code.as_str(), f.severity),
+        ("config.unknown_key", Severity::Blocking)
+    );
+}

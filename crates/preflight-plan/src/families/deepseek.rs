@@ -9,21 +9,13 @@ use super::*;
 
 /// Keys of the V3 config class (transformers `DeepseekV3Config`); V3.2 adds the indexer's.
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("intermediate_size", Grade::Consumed),
     ("moe_intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("q_lora_rank", Grade::Consumed),
     ("kv_lora_rank", Grade::Consumed),
     ("qk_rope_head_dim", Grade::Consumed),
     ("qk_nope_head_dim", Grade::Consumed),
     ("v_head_dim", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
     ("n_routed_experts", Grade::Consumed),
     ("n_shared_experts", Grade::Consumed),
     ("num_experts_per_tok", Grade::Consumed),

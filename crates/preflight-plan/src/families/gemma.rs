@@ -10,14 +10,6 @@ pub static FAMILY: Family = Family {
     name: "gemma",
     model_types: &["gemma2", "gemma3_text"],
     keys: &[
-        ("num_hidden_layers", Grade::Consumed),
-        ("hidden_size", Grade::Consumed),
-        ("intermediate_size", Grade::Consumed),
-        ("num_attention_heads", Grade::Consumed),
-        ("num_key_value_heads", Grade::Consumed),
-        ("head_dim", Grade::Consumed),
-        ("vocab_size", Grade::Consumed),
-        ("max_position_embeddings", Grade::Consumed),
         ("attention_bias", Grade::Consumed),
         ("sliding_window", Grade::Consumed),
         ("layer_types", Grade::Consumed),
@@ -29,9 +21,6 @@ pub static FAMILY: Family = Family {
         ("final_logit_softcapping", Grade::Numerics),
         ("rope_local_base_freq", Grade::Numerics),
         ("cache_implementation", Grade::Generation),
-        // Google's gemma-2 configs carry it beside `sliding_window` (same value); neither
-        // transformers 5.24's `Gemma2Config` nor vLLM 0.19's gemma2.py reads it.
-        ("sliding_window_size", Grade::Ignored),
     ],
     tensors: &[
         EMBED_NORM_HEAD,
@@ -51,14 +40,8 @@ pub static FAMILY: Family = Family {
     normalize,
     wrappers: &[Wrapper {
         model_type: "gemma3",
-        // `Gemma3Config`'s own fields, and its `attribute_map` aliases for the token ids.
+        // `Gemma3Config`'s own fields (its token ids are graded as token ids).
         keys: &[
-            ("boi_token_index", Grade::Metadata),
-            ("eoi_token_index", Grade::Metadata),
-            ("image_token_index", Grade::Metadata),
-            ("boi_token_id", Grade::Metadata),
-            ("eoi_token_id", Grade::Metadata),
-            ("image_token_id", Grade::Metadata),
             // Sets the projector's pooling kernel (no parameters): tokens an image takes.
             ("mm_tokens_per_image", Grade::Numerics),
         ],
@@ -70,7 +53,9 @@ pub static FAMILY: Family = Family {
     }],
     gguf: Some(Gguf {
         architectures: &[("gemma2", "gemma2"), ("gemma3", "gemma3_text")],
-        keys: &[],
+        // Gemma 3's local layers rope from their own base (llama.cpp `gemma3.cpp` l.9): values,
+        // not shapes.
+        keys: &[("rope.freq_base_swa", Grade::Numerics)],
         tensors: &[],
         // llama.cpp: Gemma 2 alternates (pattern 2), Gemma 3 has five sliding per full (6).
         normalize: |model_type, kv| {

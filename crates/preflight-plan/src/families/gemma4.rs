@@ -16,14 +16,6 @@ use super::*;
 /// `Gemma4TextConfig`'s fields, graded. Keys marked `Ignored` are neither fields of the class
 /// nor read by `modeling_gemma4.py` (checked by grep of both files).
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("sliding_window", Grade::Consumed),
     ("layer_types", Grade::Consumed),
@@ -112,19 +104,11 @@ pub static FAMILY: Family = Family {
         model_type: "gemma4",
         // `Gemma4Config`'s own fields: token ids.
         keys: &[
-            ("boi_token_id", Grade::Metadata),
-            ("eoi_token_id", Grade::Metadata),
-            ("image_token_id", Grade::Metadata),
-            ("video_token_id", Grade::Metadata),
-            ("boa_token_id", Grade::Metadata),
-            ("eoa_token_index", Grade::Metadata),
-            ("audio_token_id", Grade::Metadata),
             // The audio tower is not modelled: its tensors (`model.audio_tower.*`,
             // `model.embed_audio.*`) belong to no component and block the plan.
             ("audio_config", Grade::Consumed),
             // Neither `Gemma4Config` fields nor read by `modeling_gemma4.py`; vLLM's
             // gemma4_mm.py uses `eoa_token_id` as a prompt token only.
-            ("eoa_token_id", Grade::Ignored),
             ("vision_soft_tokens_per_image", Grade::Ignored),
         ],
         encoders: &[Encoder {

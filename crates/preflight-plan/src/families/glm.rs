@@ -21,16 +21,8 @@ use super::*;
 /// transformers `Glm4MoeConfig` fields, and the keys its modeling or vLLM's `glm4_moe.py`
 /// reads.
 const GLM4_MOE_KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("intermediate_size", Grade::Consumed),
     ("moe_intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
     // Not a class field, but modeling reads `getattr(config, "head_dim", …)`.
-    ("head_dim", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("use_qk_norm", Grade::Consumed),
     ("n_routed_experts", Grade::Consumed),
@@ -47,23 +39,12 @@ const GLM4_MOE_KEYS: &[(&str, Grade)] = &[
     ("topk_group", Grade::Numerics),
     ("norm_topk_prob", Grade::Numerics),
     ("routed_scaling_factor", Grade::Numerics),
-    // DeepSeek-config leftovers some GLM-4.x repos carry: `Glm4MoeConfig` does not define
-    // them and neither modeling_glm4_moe.py nor vLLM's glm4_moe.py reads them.
-    ("scoring_func", Grade::Ignored),
-    ("topk_method", Grade::Ignored),
 ];
 
 /// transformers `GlmMoeDsaConfig` fields, the schedule keys its `__post_init__` reads, and
 /// what vLLM's `deepseek_v2.py` reads for `GlmMoeDsaForCausalLM`.
 const GLM_MOE_DSA_KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("intermediate_size", Grade::Consumed),
     ("moe_intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("q_lora_rank", Grade::Consumed),
     ("kv_lora_rank", Grade::Consumed),
@@ -102,8 +83,8 @@ const GLM_MOE_DSA_KEYS: &[(&str, Grade)] = &[
     ("mlp_bias", Grade::Metadata),
     ("ep_size", Grade::Metadata),
     // Neither GlmMoeDsaConfig defines these nor modeling_glm_moe_dsa.py reads them; vLLM
-    // 0.19.0's deepseek_v2.py does not read them either (checked by name).
-    ("rope_interleave", Grade::Ignored),
+    // 0.19.0's deepseek_v2.py does not read them either (checked by name; the extracted data
+    // over-approximates vLLM's module closure and counts them read).
     ("moe_router_dtype", Grade::Ignored),
     ("index_share_for_mtp_iteration", Grade::Ignored),
 ];

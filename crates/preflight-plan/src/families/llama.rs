@@ -11,14 +11,6 @@ pub static FAMILY: Family = Family {
     name: "llama",
     model_types: &["llama", "mistral"],
     keys: &[
-        ("num_hidden_layers", Grade::Consumed),
-        ("hidden_size", Grade::Consumed),
-        ("intermediate_size", Grade::Consumed),
-        ("num_attention_heads", Grade::Consumed),
-        ("num_key_value_heads", Grade::Consumed),
-        ("head_dim", Grade::Consumed),
-        ("vocab_size", Grade::Consumed),
-        ("max_position_embeddings", Grade::Consumed),
         ("attention_bias", Grade::Consumed),
         ("mlp_bias", Grade::Consumed),
         ("sliding_window", Grade::Consumed),
@@ -42,8 +34,6 @@ pub static FAMILY: Family = Family {
         model_type: "mistral3",
         // `Mistral3Config`'s own fields.
         keys: &[
-            ("image_token_index", Grade::Metadata),
-            ("image_token_id", Grade::Metadata),
             // Shape the projector, which is counted from its stored tensors.
             ("vision_feature_layer", Grade::Consumed),
             ("spatial_merge_size", Grade::Consumed),

@@ -13,17 +13,9 @@ use super::*;
 
 /// `Llama4TextConfig`'s fields, graded.
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
     // The routed and shared experts' width.
-    ("intermediate_size", Grade::Consumed),
     // The dense MLP's width (layers outside `moe_layers`).
     ("intermediate_size_mlp", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("num_local_experts", Grade::Consumed),
     ("num_experts_per_tok", Grade::Consumed),
@@ -92,14 +84,7 @@ pub static FAMILY: Family = Family {
     wrappers: &[Wrapper {
         model_type: "llama4",
         // `Llama4Config`'s token ids and their `attribute_map` aliases.
-        keys: &[
-            ("boi_token_index", Grade::Metadata),
-            ("eoi_token_index", Grade::Metadata),
-            ("image_token_index", Grade::Metadata),
-            ("boi_token_id", Grade::Metadata),
-            ("eoi_token_id", Grade::Metadata),
-            ("image_token_id", Grade::Metadata),
-        ],
+        keys: &[],
         encoders: &[Encoder {
             config_key: "vision_config",
             keys: VISION_KEYS,

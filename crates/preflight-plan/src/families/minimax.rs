@@ -16,15 +16,7 @@
 use super::*;
 
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
     // The experts' width (MiniMaxM2Experts; vLLM FusedMoE `intermediate_size`).
-    ("intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("num_local_experts", Grade::Consumed),
     ("num_experts_per_tok", Grade::Consumed),
     // 1 = full softmax attention; MiniMax-01's 0 (lightning attention) is not this model.

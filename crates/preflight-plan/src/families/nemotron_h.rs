@@ -24,17 +24,10 @@ use super::*;
 use crate::model::StateDtype;
 
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("hybrid_override_pattern", Grade::Consumed),
     ("layers_block_type", Grade::Consumed),
     ("layer_types", Grade::Consumed),
     // Attention blocks.
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
     // NVIDIA's own config class (shipped through `auto_map`) names the head width so;
     // transformers' class defaults `head_dim` to the same 128. Read when `head_dim` is absent,
     // and the attention projections' shapes are checked against it.
@@ -44,7 +37,6 @@ const KEYS: &[(&str, Grade)] = &[
     // non-null value is refused.
     ("sliding_window", Grade::Consumed),
     // MLP blocks.
-    ("intermediate_size", Grade::Consumed),
     ("mlp_bias", Grade::Consumed),
     ("mlp_hidden_act", Grade::Numerics),
     // Mamba2 blocks (and the legacy names `__post_init__` maps onto them).
@@ -77,9 +69,6 @@ const KEYS: &[(&str, Grade)] = &[
     ("mamba_dt_min", Grade::TrainingOnly),
     ("mamba_dt_max", Grade::TrainingOnly),
     ("mamba_dt_init_floor", Grade::TrainingOnly),
-    // Neither NemotronHConfig defines it nor modeling_nemotron_h.py reads it (the dt
-    // projection is part of in_proj, `num_heads` wide); vLLM's nemotron_h.py does not read it.
-    ("time_step_rank", Grade::Ignored),
     // MoE blocks.
     ("n_routed_experts", Grade::Consumed),
     ("num_local_experts", Grade::Consumed),

@@ -7,14 +7,6 @@ use super::*;
 
 /// Keys of transformers' Qwen2Config / Qwen3Config (and the MoE configs' shared ones).
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("use_sliding_window", Grade::Consumed),
     ("sliding_window", Grade::Consumed),
@@ -29,20 +21,13 @@ const KEYS: &[(&str, Grade)] = &[
     ("decoder_sparse_step", Grade::Consumed),
     ("mlp_only_layers", Grade::Consumed),
     ("norm_topk_prob", Grade::Numerics),
-    // Qwen2.5 configs carry it; Qwen2Config does not define it and modeling_qwen2.py never
-    // reads it (transformers 5.24.0).
-    ("use_mrope", Grade::Ignored),
 ];
 
-/// Qwen3-MoE: its keys, plus keys some Qwen3-MoE checkpoints carry (Qwen3-Coder-480B-A35B)
-/// that `Qwen3MoeConfig` does not define and modeling_qwen3_moe.py never reads
-/// (transformers 5.24.0): attention bias is `attention_bias`, QK-norm is unconditional, and
-/// Qwen3-MoE has no shared expert.
-const QWEN3_MOE_KEYS: &[(&str, Grade)] = &[
-    ("qkv_bias", Grade::Ignored),
-    ("use_qk_norm", Grade::Ignored),
-    ("shared_expert_intermediate_size", Grade::Ignored),
-];
+/// Qwen3-MoE: Qwen3-Coder-480B-A35B carries `shared_expert_intermediate_size: 0`, which
+/// `Qwen3MoeConfig` does not define and modeling_qwen3_moe.py never reads: Qwen3-MoE has no
+/// shared expert. The extracted data counts it read by vLLM only because its module closure
+/// takes in qwen2_moe.py whole, so the reading stays written here.
+const QWEN3_MOE_KEYS: &[(&str, Grade)] = &[("shared_expert_intermediate_size", Grade::Ignored)];
 
 /// Qwen2-MoE (configuration_qwen2_moe.py): `qkv_bias` sets the q/k/v biases, and a gated
 /// shared expert is `shared_expert_intermediate_size` wide.

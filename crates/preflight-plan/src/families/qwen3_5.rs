@@ -12,14 +12,6 @@ use super::*;
 /// Keys of transformers' `Qwen3_5TextConfig` / `Qwen3_5MoeTextConfig` (configuration_qwen3_5*.py),
 /// plus what vLLM reads beside them (qwen3_next.py, qwen3_5_mtp.py, models/config.py).
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("layer_types", Grade::Consumed),
     ("linear_conv_kernel_dim", Grade::Consumed),
@@ -45,14 +37,17 @@ const KEYS: &[(&str, Grade)] = &[
     // The config class turns it into `layer_types` when those are absent.
     ("full_attention_interval", Grade::Consumed),
     ("partial_rotary_factor", Grade::Numerics),
+    // The gated DeltaNet's output-gate activation (vLLM `qwen_gdn_linear_attn.py` l.659,
+    // "swish"): values, not shapes or state.
+    ("output_gate_type", Grade::Numerics),
 ];
 
 /// The wrapper's own keys (transformers `Qwen3_5Config` / `Qwen3_5MoeConfig`).
 const WRAPPER_KEYS: &[(&str, Grade)] = &[
-    ("image_token_id", Grade::Metadata),
-    ("video_token_id", Grade::Metadata),
-    ("vision_start_token_id", Grade::Metadata),
-    ("vision_end_token_id", Grade::Metadata),
+    // Qwen3.6's flag for serving the language model alone. What is counted is what is stored:
+    // with the vision tower's tensors present it is counted (an upper bound if an engine skips
+    // it), and a text-only export has none to count.
+    ("language_model_only", Grade::Metadata),
 ];
 
 /// The Qwen vision tower's config (transformers `Qwen3_5VisionConfig`, `Qwen3VLVisionConfig`).
@@ -127,6 +122,12 @@ pub static FAMILY: Family = Family {
         keys: WRAPPER_KEYS,
         encoders: &[VISION],
     }],
+    gguf: Some(Gguf {
+        architectures: &[("qwen35", "qwen3_5_text")],
+        keys: GGUF_KEYS,
+        tensors: GGUF_TENSORS,
+        normalize: normalize_gguf,
+    }),
     ..Family::BASE
 };
 
@@ -144,8 +145,106 @@ pub static MOE_FAMILY: Family = Family {
         keys: WRAPPER_KEYS,
         encoders: &[VISION],
     }],
+    gguf: Some(Gguf {
+        architectures: &[("qwen35moe", "qwen3_5_moe_text")],
+        keys: GGUF_KEYS,
+        tensors: GGUF_TENSORS,
+        normalize: normalize_gguf,
+    }),
     ..Family::BASE
 };
+
+/// llama.cpp's `qwen35` / `qwen35moe` keys beyond the common ones, as its loader reads them
+/// (llama-cpp-python 0.3.36 `src/models/qwen35.cpp` l.4-31, `qwen35moe.cpp`): the gated
+/// DeltaNet's geometry under `ssm.*` and the attention layers' spacing.
+const GGUF_KEYS: &[(&str, Grade)] = &[
+    ("ssm.conv_kernel", Grade::Consumed),
+    // The key head width (`head_k_dim`).
+    ("ssm.state_size", Grade::Consumed),
+    // Key heads (`num_k_heads`).
+    ("ssm.group_count", Grade::Consumed),
+    // Value heads (`num_v_heads`).
+    ("ssm.time_step_rank", Grade::Consumed),
+    // `head_v_dim × num_v_heads`.
+    ("ssm.inner_size", Grade::Consumed),
+    ("full_attention_interval", Grade::Consumed),
+];
+
+/// llama.cpp's names for the gated DeltaNet's tensors (`LLM_TENSOR_SSM_*`, `ATTN_QKV` and
+/// `ATTN_GATE` on the linear layers: transformers' `in_proj_qkv`, `in_proj_z`).
+const GGUF_TENSORS: &[TensorGroup] = &[
+    group("blk.N.{attn_qkv,attn_gate}.weight", LinearAttention),
+    group("blk.N.{ssm_conv1d,ssm_beta,ssm_alpha,ssm_out}.weight", LinearAttention),
+    group("blk.N.ssm_dt.bias", LinearAttention),
+    group("blk.N.ssm_a", LinearAttention),
+    group("blk.N.ssm_norm.weight", Norm),
+];
+
+/// A `qwen35` GGUF: llama.cpp's hybrid — every `full_attention_interval`-th layer gated
+/// softmax attention, the rest gated DeltaNet whose recurrent state llama.cpp keeps in F32
+/// (`llama_memory_recurrent`'s r/s buffers).
+fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
+    let (dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
+    let conv_kernel = kv.required("ssm.conv_kernel");
+    let key_dim = kv.required("ssm.state_size");
+    let key_heads = kv.required("ssm.group_count");
+    let value_heads = kv.required("ssm.time_step_rank");
+    let inner = kv.required("ssm.inner_size");
+    let interval = kv.opt("full_attention_interval").unwrap_or(4).max(1);
+    let (conv_kernel, key_dim, key_heads, value_heads, inner) =
+        (conv_kernel?, key_dim?, key_heads?, value_heads?, inner?);
+    if !inner.is_multiple_of(value_heads) {
+        kv.findings.mismatch(
+            crate::findings::Code::ConfigInvalidValue,
+            format!("{model_type}.ssm.inner_size"),
+            inner,
+            value_heads,
+            "ssm.inner_size is not a whole number of value heads (ssm.time_step_rank)",
+        );
+        return None;
+    }
+    let linear = Mixer::LinearAttention {
+        conv_dim: key_heads
+            .saturating_mul(key_dim)
+            .saturating_mul(2)
+            .saturating_add(inner),
+        conv_kernel,
+        heads: value_heads,
+        key_dim,
+        value_dim: inner / value_heads,
+        state_dtype: StateDtype::F32,
+    };
+    let layers = (0..dims.layers)
+        .map(|i| match (i + 1) % interval == 0 {
+            true => Mixer::Attention {
+                kv_heads: kv_per_layer
+                    .as_ref()
+                    .and_then(|v| v.get(i as usize).copied())
+                    .unwrap_or(dims.kv_heads),
+                head_dim: dims.head_dim,
+                v_head_dim,
+                span: Span::Full,
+                shared_kv: false,
+            },
+            false => linear,
+        })
+        .collect();
+    let family = if model_type == "qwen3_5_moe_text" {
+        MOE_FAMILY.name
+    } else {
+        FAMILY.name
+    };
+    let mut normalized = llama_cpp::finish(model_type, family, kv, &dims, layers);
+    // `attn_q` holds the queries and the output gate side by side (qwen35.cpp: `n_embd_head_k
+    // × n_head × 2`).
+    normalized.shapes.push(ShapeRule {
+        pattern: "blk.N.attn_q.weight",
+        dim: 1,
+        value: dims.heads.saturating_mul(dims.head_dim).saturating_mul(2),
+        keys: "2 × attention.head_count × key_length (queries and output gate)",
+    });
+    Some(normalized)
+}
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;

@@ -10,14 +10,6 @@ use super::*;
 
 /// Keys of `Qwen3VLTextConfig` / `Qwen3VLMoeTextConfig` (configuration_qwen3_vl*.py).
 const KEYS: &[(&str, Grade)] = &[
-    ("num_hidden_layers", Grade::Consumed),
-    ("hidden_size", Grade::Consumed),
-    ("intermediate_size", Grade::Consumed),
-    ("num_attention_heads", Grade::Consumed),
-    ("num_key_value_heads", Grade::Consumed),
-    ("head_dim", Grade::Consumed),
-    ("vocab_size", Grade::Consumed),
-    ("max_position_embeddings", Grade::Consumed),
     ("attention_bias", Grade::Consumed),
     ("num_experts", Grade::Consumed),
     ("num_experts_per_tok", Grade::Consumed),
@@ -27,12 +19,7 @@ const KEYS: &[(&str, Grade)] = &[
     ("norm_topk_prob", Grade::Numerics),
 ];
 
-const WRAPPER_KEYS: &[(&str, Grade)] = &[
-    ("image_token_id", Grade::Metadata),
-    ("video_token_id", Grade::Metadata),
-    ("vision_start_token_id", Grade::Metadata),
-    ("vision_end_token_id", Grade::Metadata),
-];
+const WRAPPER_KEYS: &[(&str, Grade)] = &[];
 
 const FUSED_MOE: &[TensorGroup] = &[
     group("model.layers.N.mlp.gate.weight", Router),

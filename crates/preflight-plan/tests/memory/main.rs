@@ -7,6 +7,7 @@ mod engines;
 mod fail_closed;
 mod fit;
 mod glm_nemotron;
+mod grading;
 mod hostile;
 mod hybrid;
 mod kv;

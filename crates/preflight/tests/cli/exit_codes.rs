@@ -48,7 +48,9 @@ fn unknown_config_key_is_inadmissible_exit_one() {
     let copy = tiny_llama_copy(dir.path());
     let config = copy.join("config.json");
     let mut json: Value = serde_json::from_slice(&fs::read(&config).expect("read")).expect("json");
-    json["use_mystery_attention"] = Value::Bool(true);
+    // Read by transformers' and vLLM's llama, not modelled, not its default: blocking. (A key
+    // neither reads would be info: design §3.)
+    json["attention_chunk_size"] = Value::from(8192);
     fs::write(&config, serde_json::to_vec(&json).expect("ser")).expect("write");
     let out = preflight(&["plan", "--json", copy.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(1));
@@ -56,7 +58,7 @@ fn unknown_config_key_is_inadmissible_exit_one() {
     assert_eq!(v["admissible"], false);
     let finding = &v["artifacts"][0]["findings"][0];
     assert_eq!(finding["code"], "config.unknown_key");
-    assert_eq!(finding["subject"], "config.use_mystery_attention");
+    assert_eq!(finding["subject"], "config.attention_chunk_size");
 }
 
 #[test]

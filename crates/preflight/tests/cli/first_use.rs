@@ -68,7 +68,7 @@ fn inadmissible_comes_before_does_not_fit() {
     }
     let config_path = copy.join("config.json");
     let mut config: Value = serde_json::from_slice(&std::fs::read(&config_path).expect("read")).expect("json");
-    config["rope_magic_scale"] = 4.into(); // an ungraded key: a blocking finding
+    config["attention_chunk_size"] = 8192.into(); // read by the references, not modelled: blocking
     std::fs::write(&config_path, config.to_string()).expect("write");
     let out = crate::support::preflight(&["plan", copy.to_str().expect("utf8"), "--devices", "1MiB"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
