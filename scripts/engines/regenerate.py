@@ -25,6 +25,8 @@ verdict.
     # and against the released archives themselves (sha256 + every cited registry line):
     pip download --no-deps transformers==5.24.0 ... -d pkgs
     python3 scripts/engines/regenerate.py --shared DIR --check --packages pkgs
+    # (with --packages, also data/config_keys.json, modelopt.json and llamacpp_keys.json,
+    #  through extract_config_keys.py, from the same directory of archives)
     # config keys read per architecture, ModelOpt quant_algo values, llama.cpp GGUF keys
     # (config_keys.json, modelopt.json, llamacpp_keys.json): see scripts/engines/extract_config_keys.py
 
@@ -35,6 +37,7 @@ files byte for byte.
 import argparse
 import json
 import re
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -520,6 +523,11 @@ def main():
         die(f"out of date: {', '.join(stale)} (rerun without --check)")
     if args.check:
         print("engine and device data reproduce byte for byte")
+    if args.packages:
+        # The config-key, ModelOpt and llama.cpp key data are read from the archives
+        # themselves (transformers, vLLM, nvidia-modelopt, llama-cpp-python): the same check.
+        extract = [sys.executable, str(HERE / "extract_config_keys.py"), str(args.packages), str(args.out)]
+        subprocess.run(extract + (["--check"] if args.check else []), check=True)
 
 
 if __name__ == "__main__":
