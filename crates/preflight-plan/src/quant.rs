@@ -203,7 +203,7 @@ fn modelopt_algorithms() -> &'static [String] {
 /// How one ModelOpt algorithm stores a linear layer's weights; `None` for an algorithm the
 /// planner knows by name but whose stored layout it does not plan (AWQ's pre-quant scales,
 /// SVD's low-rank branches, W4A8 mixes).
-fn modelopt_layer(algo: &str, group: Option<u64>) -> Option<(String, u64, Option<(&'static str, &'static str)>)> {
+fn modelopt_layer(algo: &str, group: Option<u64>) -> Option<(String, u64, Packed)> {
     let group = group.unwrap_or(16);
     Some(match algo {
         "FP8" => (
@@ -366,12 +366,11 @@ fn modelopt(config: &Value, findings: &mut Findings) -> Option<Layout> {
 /// compressed-tensors: the `format` says how weights are stored — `float-quantized` (FP8,
 /// static or dynamic activations), `int-quantized` (W8A8 int8), `pack-quantized` (W4A16:
 /// int4 packed eight to an I32 `weight_packed`), `nvfp4-pack-quantized` (two FP4 a byte).
-type Layout = (
-    String,
-    Option<u64>,
-    Option<(&'static str, &'static str)>,
-    Option<&'static str>,
-);
+type Layout = (String, Option<u64>, Packed, Option<&'static str>);
+
+/// Weights packed several values a stored element: `(stored dtype, logical name)`, e.g.
+/// `("U8", "NVFP4")` — two values a byte.
+type Packed = Option<(&'static str, &'static str)>;
 
 fn compressed_tensors(config: &Value) -> Layout {
     let format = config.get("format").and_then(Value::as_str).unwrap_or("unspecified");
