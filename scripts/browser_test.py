@@ -364,14 +364,15 @@ def expected_commit(repo: str) -> str:
 
 
 def inadmissible_checkpoint(root: Path) -> Path:
-    """tiny-llama with a config key no registry grades and KV heads that disagree with the
-    tensors. Returned relative to `root`, the local server's working directory."""
+    """tiny-llama with a config key Llama's reference implementations read and the planner
+    does not model (chunked attention), and KV heads that disagree with the tensors. Returned
+    relative to `root`, the local server's working directory."""
     relative = Path("checkpoints") / "tiny-llama-unknown-key"
     target = root / relative
     shutil.copytree(ROOT / "fixtures" / "local" / "tiny-llama", target)
     config_path = target / "config.json"
     config = json.loads(config_path.read_text())
-    config["rope_magic_scale"] = 4
+    config["attention_chunk_size"] = 8192
     config["num_key_value_heads"] = config["num_attention_heads"]
     config_path.write_text(json.dumps(config, indent=2))
     return relative
@@ -578,7 +579,7 @@ class Suite:
         codes = p.js("[...document.querySelectorAll('.finding')].map(f => f.dataset.code)")
         check("config.unknown_key" in codes and "config.shape_mismatch" in codes, f"codes: {codes}")
         findings = p.text("#findings")
-        check("config.rope_magic_scale" in findings, "the unknown key is the subject")
+        check("config.attention_chunk_size" in findings, "the unmodelled key is the subject")
         check(re.search(r"declared\s*64", findings) and re.search(r"observed\s*32", findings), "declared/observed shown")
         check(p.attr("#cached-marker", "data-cached") == "false" and "not cacheable" in p.text("#verdict"), "a local source is never cached")
         check(p.attr(".membar", "data-fits") == "true", "memory bar on a 4 GiB device (vLLM's runtime needs more than the model)")

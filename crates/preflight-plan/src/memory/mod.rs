@@ -965,6 +965,10 @@ const TIGHT_FIT_PERCENT: u64 = 5;
 pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) -> (Memory, Option<String>) {
     // Figures that cannot prove a fit: a refused architecture's, or ones beside a blocking finding.
     let refused = sizings.iter().any(|s| s.lower_bound || s.untrusted);
+    // A refused architecture's device rows are lower bounds: never marked as fitting. Rows
+    // beside a blocking finding are the model's own figures and say what they say; only the
+    // system's verdict withholds the fit they cannot prove.
+    let lower_bound = sizings.iter().any(|s| s.lower_bound);
     let devices = options.devices.as_ref();
     // The smallest device decides (every device holds one rank of everything).
     let smallest: Option<&DeviceGroup> = devices.and_then(Devices::smallest);
@@ -999,7 +1003,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 total_bytes: held.total_bytes,
                 headroom_bytes: i64::try_from(i128::from(usable_bytes) - i128::from(held.total_bytes))
                     .unwrap_or(i64::MIN),
-                fits: !refused && held.total_bytes <= usable_bytes,
+                fits: !lower_bound && held.total_bytes <= usable_bytes,
             };
             per_device.extend((0..group.count).map(|_| device.clone()));
         }
