@@ -331,9 +331,9 @@ fn regular_file(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
 }
 
-/// At most `max` bytes of a regular file; `None` for anything else or anything longer. Opened
-/// non-blocking, so a FIFO swapped in after the check cannot hang the read.
-fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
+/// A regular file opened to read, non-blocking (a FIFO swapped in after the check cannot
+/// hang the read); `None` for anything else.
+fn open_regular(path: &Path) -> Option<fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     if !regular_file(path) {
         return None;
@@ -343,11 +343,13 @@ fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
         .custom_flags(libc_nonblock())
         .open(path)
         .ok()?;
-    if !file.metadata().ok()?.is_file() {
-        return None;
-    }
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// At most `max` bytes of a regular file; `None` for anything else or anything longer.
+fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes).ok()?;
+    open_regular(path)?.take(max + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() as u64 <= max).then_some(bytes)
 }
 
@@ -359,22 +361,10 @@ const fn libc_nonblock() -> i32 {
 
 /// Whether `path` starts with an entry's magic.
 fn has_magic(path: &Path) -> bool {
-    read_regular_prefix(path, MAGIC.len()).is_some_and(|head| head == MAGIC)
-}
-
-fn read_regular_prefix(path: &Path, len: usize) -> Option<Vec<u8>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if !regular_file(path) {
-        return None;
-    }
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_nonblock())
-        .open(path)
-        .ok()?;
-    let mut head = Vec::with_capacity(len);
-    file.take(len as u64).read_to_end(&mut head).ok()?;
-    Some(head)
+    let mut head = Vec::with_capacity(MAGIC.len());
+    open_regular(path)
+        .and_then(|file| file.take(MAGIC.len() as u64).read_to_end(&mut head).ok())
+        .is_some_and(|_| head == MAGIC)
 }
 
 /// `<64 hex>.ref`: a name [`ref_name`] gives.
