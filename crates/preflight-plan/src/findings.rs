@@ -198,6 +198,21 @@ catalogue! {
     RuntimeOptionalPackage => ("runtime.optional_package", Info),
 }
 
+impl Code {
+    /// A runtime finding that, on its own, makes the engine refuse (rather than only slow
+    /// down or leave undecided): what a `no` is shown by first.
+    pub fn refuses_a_runtime(self) -> bool {
+        matches!(
+            self,
+            Code::RuntimeArchitectureUnregistered
+                | Code::RuntimeQuantizationUnsupported
+                | Code::RuntimeCapabilityTooLow
+                | Code::RuntimeAttentionUnsupported
+                | Code::RuntimeFormatUnsupported
+        )
+    }
+}
+
 /// Codes travel as their stable strings; the enum is the only place either side lives.
 impl Serialize for Code {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -123,6 +123,21 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
             artifact.finish(index, memory, runtimes)
         })
         .collect();
+    // The figures follow one engine: if it cannot load an artifact there, nothing fits.
+    if let Some(memory) = memory.as_mut() {
+        memory.does_not_run = artifacts.iter().find_map(|a| {
+            let finding = a.runtimes.get(engine.runtime()).deciding()?;
+            Some(DoesNotRun {
+                artifact: a.name.clone(),
+                finding: finding.clone(),
+            })
+        });
+        if memory.does_not_run.is_some() {
+            memory.fits = Some(false);
+            memory.max_context_that_fits = None;
+            memory.max_context_limited_by = None;
+        }
+    }
     let require_engine = options.require_engine.map(|engine| RequiredEngine {
         engine,
         met: artifacts.iter().all(|a| a.runtimes.get(engine).supported.runs()),

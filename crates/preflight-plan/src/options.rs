@@ -136,6 +136,15 @@ const ENGINE_NAMES: &[(MemoryEngine, &[&str])] = &[
 ];
 
 impl MemoryEngine {
+    /// The engine as `runtimes` names it: the same engine, judged for loading.
+    pub fn runtime(self) -> crate::verdict::Engine {
+        match self {
+            MemoryEngine::Vllm => crate::verdict::Engine::Vllm,
+            MemoryEngine::Sglang => crate::verdict::Engine::Sglang,
+            MemoryEngine::LlamaCpp => crate::verdict::Engine::LlamaCpp,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         ENGINE_NAMES
             .iter()

@@ -1071,6 +1071,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         max_concurrency,
         per_device,
         fits,
+        does_not_run: None,
         max_context_that_fits,
         max_context_limited_by,
         throughput_bounds: None,

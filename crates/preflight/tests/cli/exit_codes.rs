@@ -183,3 +183,31 @@ fn require_engine_exits_four_when_the_engine_does_not_run_it() {
     let out = preflight(&["plan", gguf, "--require-engine", "tgi"]);
     assert_eq!(out.status.code(), Some(2), "an unknown engine is bad usage");
 }
+
+/// `--engine llama.cpp` on safetensors: the memory would fit, the engine cannot load it —
+/// the headline says it does not run, and the exit status is 4, never 0.
+#[test]
+fn an_engine_that_cannot_load_the_checkpoint_exits_four() {
+    let dir = fixtures().join("local/tiny-llama");
+    let args = [
+        "plan",
+        dir.to_str().expect("utf8"),
+        "--devices",
+        "h100-80gb:1",
+        "--engine",
+        "llama.cpp",
+    ];
+    let out = preflight(&args);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("llama.cpp"), "{text}");
+    assert!(text.contains("DOES NOT RUN IT"), "{text}");
+    assert!(!text.contains("FITS ·"), "{text}");
+    let out = preflight(&[&args[..], &["--json"]].concat());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["memory"]["fits"], false);
+    assert_eq!(
+        v["memory"]["does_not_run"]["finding"]["code"],
+        "runtime.format_unsupported"
+    );
+}
