@@ -18,6 +18,8 @@ const MTP_BUFFERS: &[(&str, u64)] = &[
     ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", 512),
     // mtp.layers.1.mixer.gate.e_score_correction_bias [512].
     ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 512),
+    // mtp.layers.1.mixer.gate.e_score_correction_bias [128].
+    ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", 128),
     // mtp.0.ffn.gate.bias [384].
     ("deepseek-ai/DeepSeek-V4-Pro", 384),
 ];
