@@ -29,6 +29,7 @@ const MTP_BUFFERS: &[(&str, u64)] = &[
 /// bias [1152] under `model.mm_projector.`.
 const VISION_UNLISTED: &[(&str, u64)] = &[
     ("moonshotai/Kimi-K2.5", 2 * 1152),
+    ("nvidia/Kimi-K2.6-NVFP4", 2 * 1152),
     ("nvidia/Kimi-K2.7-Code-NVFP4", 2 * 1152),
 ];
 
