@@ -16,6 +16,10 @@ use crate::support::{codes, fixtures, hub, options, plan_with};
 const MTP_BUFFERS: &[(&str, u64)] = &[
     // mtp.layers.1.mixer.gate.e_score_correction_bias [512].
     ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", 512),
+    // mtp.layers.1.mixer.gate.e_score_correction_bias [512].
+    ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 512),
+    // mtp.layers.1.mixer.gate.e_score_correction_bias [128].
+    ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", 128),
     // mtp.0.ffn.gate.bias [384].
     ("deepseek-ai/DeepSeek-V4-Pro", 384),
 ];
@@ -25,6 +29,7 @@ const MTP_BUFFERS: &[(&str, u64)] = &[
 /// bias [1152] under `model.mm_projector.`.
 const VISION_UNLISTED: &[(&str, u64)] = &[
     ("moonshotai/Kimi-K2.5", 2 * 1152),
+    ("nvidia/Kimi-K2.6-NVFP4", 2 * 1152),
     ("nvidia/Kimi-K2.7-Code-NVFP4", 2 * 1152),
 ];
 
