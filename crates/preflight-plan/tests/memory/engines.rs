@@ -161,3 +161,22 @@ fn an_engine_that_cannot_load_the_checkpoint_never_fits() {
 fn engine_key(key: &str) -> preflight_plan::Engine {
     serde_json::from_value(serde_json::Value::String(key.into())).expect("engine key")
 }
+
+/// The KV cache's dtype is not the model's: an f32 or FP8 cache leaves vLLM's activation peak
+/// and the RoPE tables where the model's BF16 puts them, and only the cache changes.
+#[test]
+fn the_kv_dtype_never_changes_the_compute_dtype() {
+    let at = |kv: &str| {
+        system_of(
+            &["meta-llama/Llama-3.1-8B"],
+            &format!(r#"{{"engine": "vllm", "devices": "h100-80gb:1", "context": 4096, "kv_dtype": "{kv}"}}"#),
+        )
+    };
+    let (bf16, f32, fp8) = (at("bf16"), at("f32"), at("fp8"));
+    for other in [&f32, &fp8] {
+        assert_eq!(other.activation_bytes, bf16.activation_bytes);
+        assert_eq!(other.buffers_bytes, bf16.buffers_bytes);
+    }
+    assert_eq!(f32.kv_cache_bytes, 2 * bf16.kv_cache_bytes);
+    assert_eq!(2 * fp8.kv_cache_bytes, bf16.kv_cache_bytes);
+}
