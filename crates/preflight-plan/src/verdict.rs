@@ -593,8 +593,7 @@ pub struct ArtifactMemory {
     /// and the output buffer. Absent for other engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_bytes: Option<u64>,
-    /// What each tensor-parallel rank holds; absent when the model cannot be split this way
-    /// (see the `memory.tensor_parallel_invalid` finding).
+    /// What each tensor-parallel rank holds; absent when the engine cannot page these caches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<RankMemory>,
 }

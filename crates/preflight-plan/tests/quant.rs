@@ -96,7 +96,7 @@ fn plan_on(
         devices: devices.map(|d| d.parse().expect("devices")),
         ..PlanOptions::default()
     };
-    plan(&[facts], &options)
+    plan(&[facts], &options).expect("valid options")
 }
 
 fn assert_exact(v: &Verdict, method: &str, logical_dtype: &str) {

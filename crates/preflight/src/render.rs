@@ -359,11 +359,10 @@ fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
         bytes(m.activation_bytes)
     );
     if m.per_device.is_empty() {
-        let why = match m.fits {
-            None if m.tensor_parallel > 1 => "no per-device figures: see the tensor-parallel finding",
-            _ => "name --devices to check the fit",
-        };
-        let _ = writeln!(out, "  {why}");
+        let _ = writeln!(
+            out,
+            "  no per-device figures: name --devices, or see the memory findings"
+        );
         return;
     }
     let _ = writeln!(

@@ -252,16 +252,8 @@ pub fn prepare(
         MemoryEngine::LlamaCpp => Some(0),
         MemoryEngine::Vllm | MemoryEngine::Sglang => tensor_parallel_split(model, &layers, tp),
     };
-    if kv_projection_excess.is_none() {
-        findings.push(
-            Code::MemoryTensorParallelInvalid,
-            "tensor_parallel",
-            format!(
-                "{tp}-way tensor parallelism cannot split this model: it needs {} heads, every layer's KV heads and the MLP widths divisible by {tp} (or KV heads dividing {tp})",
-                model.heads
-            ),
-        );
-    }
+    // A degree that does not split it leaves `rank_weights` out: placement passes such a
+    // count by, and a degree the caller gave is refused before sizing (`check_degree`).
     let context = options.context.unwrap_or(model.context);
     if context > model.context {
         let finding = findings.push(
@@ -768,6 +760,11 @@ impl Target<'_> {
 }
 
 impl Sizing {
+    /// Whether its tensor-parallel degree splits the model.
+    pub fn splits(&self) -> bool {
+        self.rank_weights.is_some()
+    }
+
     fn kv(&self, context: u64, rank: bool) -> u64 {
         self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.bytes(context, self.sequences, rank))

@@ -177,7 +177,7 @@ fn a_read_key_that_changes_the_computation_stays_blocking() {
         .as_object_mut()
         .expect("text_config")
         .insert("partial_rotary_factor".into(), json!(0.5));
-    let v = plan(&[facts], &options("{}"));
+    let v = plan(&[facts], &options("{}")).expect("valid options");
     assert!(!v.admissible);
     let unknown = v.artifacts[0]
         .findings
@@ -190,7 +190,7 @@ fn a_read_key_that_changes_the_computation_stays_blocking() {
     let mut facts = hub("deepseek-ai/DeepSeek-V4-Pro");
     let config = facts.config.as_mut().expect("config");
     config.raw.insert("num_key_value_heads".into(), json!(2));
-    let v = plan(&[facts], &options("{}"));
+    let v = plan(&[facts], &options("{}")).expect("valid options");
     assert!(!v.admissible);
     assert!(
         codes(&v, 0).contains(&"config.unsupported_value".to_owned()),

@@ -137,7 +137,7 @@ fn made_up(model_type: &str, class: &str) -> Verdict {
     });
     let header = preflight_testhub::facts::header([("model.embed_tokens.weight".to_owned(), "BF16", vec![32, 64])]);
     let facts = preflight_testhub::facts::single_file(Some(&config), header, None);
-    plan(&[facts], &options(r#"{"devices": "h100-80gb"}"#))
+    plan(&[facts], &options(r#"{"devices": "h100-80gb"}"#)).expect("valid options")
 }
 
 #[test]
@@ -202,6 +202,7 @@ fn devices_without_a_capability_are_unknown_and_require_engine_is_answered() {
     // Requiring an engine is not a memory option.
     assert!(
         plan(&[hub("Qwen/Qwen3-8B-GGUF")], &options(r#"{"require_engine": "vllm"}"#))
+            .expect("valid options")
             .memory
             .is_none()
     );
