@@ -52,7 +52,6 @@ from extract_config_keys import literal, str_const  # noqa: E402
 EXTRACTED_BY = "scripts/engines/extract_vllm.py (static AST read of the wheel; nothing imported)"
 
 REGISTRY = "vllm/model_executor/models/registry.py"
-INTERFACES = "vllm/model_executor/models/interfaces.py"
 
 # Class flags read up the chain, in this order.
 FLAGS = [
@@ -328,7 +327,7 @@ def extract_architectures(w, idx, model_backends):
                         break
             e["flags"] = flags
             e["interfaces"] = sorted({n for _, _, n in chain if INTERFACE_NAME.match(n)})
-            sparse = sparse_mla(w, idx, module, path)
+            sparse = sparse_mla(w, module, path, chain)
             if sparse:
                 e["needs_sparse_mla_backend"] = sparse
             pkg = model_package(module)
@@ -346,17 +345,52 @@ def model_package(module):
     return None
 
 
-def sparse_mla(w, idx, module, path):
+def sparse_mla(w, module, path, chain):
+    """How the model's MLA is built: `use_sparse=True` (always sparse), or `is_sparse=self.X` /
+    `use_sparse=self.X` where the same module sets `self.X = hasattr(config, "K")` (sparse when
+    the checkpoint's config has `K`). A vllm.models package: its files; a flat module: the
+    registry module and the modules of the registered class and its ancestors."""
     pkg = model_package(module)
-    files = sorted(p for p in w.files if p.startswith(pkg) and p.endswith(".py")) if pkg else [path]
+    if pkg:
+        files = sorted(p for p in w.files if p.startswith(pkg) and p.endswith(".py"))
+    else:
+        files = list(dict.fromkeys([path] + [p for p, _, _ in chain if p is not None]))
+    conditional = None
     for p in files:
         tree = w.tree(p)
         if tree is None:
             continue
-        for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.keyword)), key=lambda n: (n.value.lineno, n.value.col_offset)):
+        keywords = sorted((n for n in ast.walk(tree) if isinstance(n, ast.keyword) and n.arg in ("use_sparse", "is_sparse")),
+                          key=lambda n: (n.value.lineno, n.value.col_offset))
+        for node in keywords:
             if node.arg == "use_sparse" and isinstance(node.value, ast.Constant) and node.value.value is True:
                 return {"value": True, "source": f"{p}:{node.value.lineno}", "note": SPARSE_NOTE}
-    return None
+        if conditional is not None:
+            continue
+        for node in keywords:
+            v = node.value
+            if not (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name) and v.value.id == "self"):
+                continue
+            for a in ast.walk(tree):
+                if (isinstance(a, ast.Assign) and len(a.targets) == 1 and isinstance(a.targets[0], ast.Attribute)
+                        and isinstance(a.targets[0].value, ast.Name) and a.targets[0].value.id == "self"
+                        and a.targets[0].attr == v.attr and isinstance(a.value, ast.Call)
+                        and isinstance(a.value.func, ast.Name) and a.value.func.id == "hasattr"
+                        and len(a.value.args) == 2 and str_const(a.value.args[1])):
+                    key = str_const(a.value.args[1])
+                    conditional = {
+                        "value": f"if the config has {key}",
+                        "config_key": key,
+                        "source": f"{p}:{v.lineno}",
+                        "condition_source": f"{p}:{a.lineno}",
+                        "note": f"MLA built with {node.arg}=self.{v.attr}, self.{v.attr} = {ast.unparse(a.value)}: "
+                                "sparse when the checkpoint's config has it, and then only backends with "
+                                "is_sparse()==True qualify",
+                    }
+                    break
+            if conditional is not None:
+                break
+    return conditional
 
 
 def extract_registry_extras(w):
