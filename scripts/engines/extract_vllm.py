@@ -8,14 +8,18 @@ Nothing is installed, imported or executed: the wheel is opened with zipfile and
 of the `vllm` package parsed with `ast`. Every fact carries `source` = `path:line[-end]`
 inside the wheel; `code` is the verbatim source of the deciding function, truncated with
 ` ...[truncated]` past a per-field limit. The output schema is the one of the project's
-`engines/vllm.json` (see that directory's README, "Field meanings"); run on the 0.33.0 wheel
-this script reproduces that file byte for byte.
+`engines/vllm.json` (see that directory's README, "Field meanings"). Run on the 0.33.0 wheel
+with `--extracted-by "tools/engines/extract_vllm.py (static AST read of the wheel; nothing
+imported)"` it reproduces that file byte for byte but for 9 architecture records that gain a
+conditional `needs_sparse_mla_backend` (DeepSeek-V2/V3 classes of the flat `deepseek_v2.py`,
+`is_sparse=self.is_v32`; the earlier extraction read only `use_sparse=True`), and the trimmed
+engines.json regenerate.py made from it is identical.
 
 How each part is read:
 
   * a class index: a name visible in a module is its first binding in source order (module
-    level, into `if`/`try` branches): a `class`, a `from X import Y [as Z]`, or `Z = Y`. In a
-    platform-switched package (`vllm/models/<pkg>/__init__.py`) that is the first branch.
+    level, into `if`/`try` branches): a `class` or a `from X import Y [as Z]` (an assignment
+    `Z = Y` is not followed). In a platform-switched package (`vllm/models/<pkg>/__init__.py`) that is the first branch.
     Bases are resolved the same way; flags and methods are looked up the class chain (depth
     first, left to right).
   * architectures: the `_*_MODELS` dicts of `vllm/model_executor/models/registry.py` (module
@@ -39,7 +43,6 @@ Deterministic output (`json.dumps(indent=1, ensure_ascii=False)`, sorted travers
 
 import argparse
 import ast
-import hashlib
 import json
 import re
 import sys
@@ -47,7 +50,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extract_config_keys import literal, str_const  # noqa: E402
+from extract_config_keys import literal, sha256, str_const  # noqa: E402
 
 EXTRACTED_BY = "scripts/engines/extract_vllm.py (static AST read of the wheel; nothing imported)"
 
@@ -66,14 +69,6 @@ FLAGS = [
 ]
 INTERFACE_NAME = re.compile(r"^(Supports|Is|Has)")
 SPARSE_NOTE = "MLA built with use_sparse=True; only backends with is_sparse()==True qualify"
-
-
-def sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def truncate(code, limit):
@@ -856,7 +851,7 @@ def extract(wheel_path, extracted_by=EXTRACTED_BY):
         "engine": "vllm",
         "version": version,
         "package": Path(wheel_path).name,
-        "package_sha256": sha256_file(wheel_path),
+        "package_sha256": sha256(wheel_path),
         "extracted_by": extracted_by,
         "source_convention": "path inside the wheel:line[-end]",
         "architectures": extract_architectures(w, idx, by_package),
