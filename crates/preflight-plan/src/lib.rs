@@ -41,7 +41,7 @@ pub const SEMANTICS_VERSION: u32 = 7;
 /// test can prove a plan did it once per distinct shape.
 pub use memory::replays_on_this_thread;
 
-/// The engine release `runtimes.<engine>` verdicts are judged against (`0.33.0` for vLLM).
+/// The engine release `runtimes.<engine>` verdicts are judged against (`0.19.0` for vLLM).
 pub fn engine_version(engine: Engine) -> &'static str {
     runtimes::version(engine)
 }
