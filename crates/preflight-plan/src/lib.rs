@@ -172,7 +172,22 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
         artifacts,
         memory,
         require_engine,
+        engines: releases(),
     })
+}
+
+/// Each engine's one release: what its `runtimes` data was read from and, for the engines
+/// whose memory is modelled, the release those rules follow (a unit test holds them equal).
+fn releases() -> Releases {
+    let release = |engine| Release {
+        version: runtimes::version(engine).to_owned(),
+    };
+    Releases {
+        vllm: release(Engine::Vllm),
+        sglang: release(Engine::Sglang),
+        llama_cpp: release(Engine::LlamaCpp),
+        transformers: release(Engine::Transformers),
+    }
 }
 
 fn format_of(content: &Content) -> Format {

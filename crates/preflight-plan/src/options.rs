@@ -118,15 +118,28 @@ pub struct PlanOptions {
     pub require_engine: Option<Engine>,
 }
 
-/// A serving engine whose memory accounting preflight models (see `docs/memory.md`).
+/// A serving engine whose memory accounting preflight models (see `docs/memory.md`), at the
+/// one release modelled for it. Written `vllm` or `vllm@0.19.0`; a release not modelled is
+/// refused, never planned with another's rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum MemoryEngine {
-    #[serde(rename = "vllm")]
     Vllm,
-    #[serde(rename = "sglang")]
     Sglang,
-    #[serde(rename = "llama.cpp", alias = "llama_cpp", alias = "llamacpp")]
     LlamaCpp,
+}
+
+impl TryFrom<String> for MemoryEngine {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<MemoryEngine> for String {
+    fn from(engine: MemoryEngine) -> String {
+        engine.name().to_owned()
+    }
 }
 
 const ENGINE_NAMES: &[(MemoryEngine, &[&str])] = &[
@@ -157,16 +170,31 @@ impl FromStr for MemoryEngine {
     type Err = OptionsError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let lower = s.trim().to_ascii_lowercase();
-        ENGINE_NAMES
+        let (name, release) = match lower.split_once('@') {
+            Some((name, release)) => (name, Some(release)),
+            None => (lower.as_str(), None),
+        };
+        let engine = ENGINE_NAMES
             .iter()
-            .find(|(_, names)| names.contains(&lower.as_str()))
+            .find(|(_, names)| names.contains(&name))
             .map(|(e, _)| *e)
             .ok_or_else(|| {
                 error(
                     "engine",
                     format!("`{s}` is not one of {}", canonical_names(ENGINE_NAMES)),
                 )
-            })
+            })?;
+        let modelled = crate::memory::modelled_version(engine);
+        match release {
+            Some(release) if release != modelled => Err(error(
+                "engine",
+                format!(
+                    "{} {release} is not modelled: its memory rules are read for {modelled} only (a release is offered once its rules are read from its source and its support data extracted)",
+                    engine.runtime().label()
+                ),
+            )),
+            _ => Ok(engine),
+        }
     }
 }
 

@@ -25,6 +25,35 @@ pub struct Verdict {
     /// Present when the options require an engine (`require_engine`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_engine: Option<RequiredEngine>,
+    /// The one release of each engine that `memory` and `runtimes` follow, named once.
+    pub engines: Releases,
+}
+
+/// The engine releases a verdict is about, keyed as `runtimes` is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Releases {
+    pub vllm: Release,
+    pub sglang: Release,
+    pub llama_cpp: Release,
+    pub transformers: Release,
+}
+
+impl Releases {
+    pub fn get(&self, engine: Engine) -> &Release {
+        match engine {
+            Engine::Vllm => &self.vllm,
+            Engine::Sglang => &self.sglang,
+            Engine::LlamaCpp => &self.llama_cpp,
+            Engine::Transformers => &self.transformers,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Release {
+    /// The release whose code the rules and data were read from (llama.cpp: the
+    /// llama-cpp-python release that vendors it).
+    pub version: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -182,8 +211,6 @@ pub struct Runtime {
     /// The worst of the per-device verdicts; without devices, the architecture and
     /// quantization verdict alone.
     pub supported: Support,
-    /// The engine release the data was read from.
-    pub version: String,
     /// The engine's own classification of the architecture as hybrid (attention beside
     /// recurrent state), when its data has one for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -440,8 +467,8 @@ pub struct Quantization {
 /// tensor-parallel degree on the same devices. See `docs/memory.md` for every formula.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Memory {
-    /// The engine whose accounting the figures follow, and its version.
-    pub engine: EngineInfo,
+    /// The engine whose accounting the figures follow (its release: `engines.<engine>`).
+    pub engine: Engine,
     pub sequences: u64,
     pub tensor_parallel: u64,
     /// The share of each device the engine fills: vLLM's `gpu_memory_utilization`,
@@ -496,13 +523,6 @@ pub struct DoesNotRun {
     pub artifact: String,
     /// The engine's deciding `runtime.*` finding.
     pub finding: Finding,
-}
-
-/// An engine and the version whose accounting is modelled.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EngineInfo {
-    pub name: String,
-    pub version: String,
 }
 
 /// What stops a longer context.

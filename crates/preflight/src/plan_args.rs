@@ -39,10 +39,11 @@ pub struct MemoryArgs {
     /// The sources are read once.
     #[arg(long, value_name = "OPTION=A,B", value_parser = crate::compare::parse, help_heading = "Memory")]
     pub compare: Option<crate::compare::Compare>,
-    /// The engine whose memory accounting to follow: vllm (0.19.0), sglang (0.5.23) or
-    /// llama.cpp [default: the engine its own flags below name, else llama.cpp for GGUF
-    /// files and vllm otherwise].
-    #[arg(long, value_name = "ENGINE", help_heading = "Engine")]
+    /// The engine whose memory accounting and runtime rules to follow: vllm (0.19.0), sglang
+    /// (0.5.23) or llama.cpp (0.3.36), optionally pinned as ENGINE@VERSION (`vllm@0.19.0`);
+    /// one release of each is modelled, and another is refused [default: the engine its own
+    /// flags below name, else llama.cpp for GGUF files and vllm otherwise].
+    #[arg(long, value_name = "ENGINE[@VERSION]", help_heading = "Engine")]
     pub engine: Option<MemoryEngine>,
     /// vLLM: share of each device's memory it may fill, in (0, 1] [default: 0.9].
     #[arg(long, value_name = "SHARE", help_heading = "Engine")]

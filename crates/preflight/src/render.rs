@@ -4,8 +4,8 @@ use std::fmt::Write;
 
 use crate::term::Paint;
 use preflight_plan::{
-    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Runtimes, Severity, Support,
-    Verdict,
+    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Releases, Runtimes, Severity,
+    Support, Verdict,
 };
 
 /// `8190735360` → `8,190,735,360`: the planner's grouping, so findings and tables agree.
@@ -42,12 +42,11 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     let refused = v
         .memory
         .as_ref()
-        .and_then(|m| m.does_not_run.as_ref().map(|_| &m.engine));
+        .and_then(|m| m.does_not_run.as_ref().map(|_| m.engine));
     let state = match (v.admissible, fits, unmet) {
-        (true, Some(false), _) if let Some(engine) = refused => paint.yellow(&format!(
-            "{} {} DOES NOT RUN IT (admissible)",
-            engine.name, engine.version
-        )),
+        (true, Some(false), _) if let Some(engine) = refused => {
+            paint.yellow(&format!("{} DOES NOT RUN IT (admissible)", release(&v.engines, engine)))
+        }
         (true, Some(false), _) => paint.yellow("DOES NOT FIT (admissible)"),
         (true, _, Some(r)) => paint.yellow(&format!("{} DOES NOT RUN IT (admissible)", r.engine.label())),
         (true, _, None) => paint.green("ADMISSIBLE"),
@@ -60,7 +59,7 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     );
     for (artifact, staging) in v.artifacts.iter().zip(&v.staging) {
         out.push('\n');
-        artifact_block(&mut out, artifact, paint);
+        artifact_block(&mut out, artifact, &v.engines, paint);
         let _ = writeln!(
             out,
             "  {:<14}{} files, {} requests, {} fetched ({} of headers)",
@@ -73,7 +72,7 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     }
     if let Some(memory) = &v.memory {
         out.push('\n');
-        system_memory(&mut out, memory, paint);
+        system_memory(&mut out, memory, &v.engines, paint);
     } else if v
         .artifacts
         .iter()
@@ -85,7 +84,7 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     out
 }
 
-fn artifact_block(out: &mut String, a: &ArtifactVerdict, paint: Paint) {
+fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, paint: Paint) {
     let format = match a.format {
         preflight_plan::Format::Safetensors => "safetensors",
         preflight_plan::Format::Gguf => "gguf",
@@ -183,7 +182,7 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, paint: Paint) {
     if let Some(memory) = &a.memory {
         artifact_memory(out, memory);
     }
-    runtimes(out, &a.runtimes);
+    runtimes(out, &a.runtimes, releases);
     if a.findings.is_empty() {
         row(out, "findings", "none".into());
         return;
@@ -310,7 +309,12 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
 }
 
 /// One line per engine: the verdict, and the first reason (the JSON has them all).
-fn runtimes(out: &mut String, r: &Runtimes) {
+/// An engine as the verdict names it: label and its one release (`vLLM 0.19.0`).
+fn release(releases: &Releases, engine: Engine) -> String {
+    format!("{} {}", engine.label(), releases.get(engine).version)
+}
+
+fn runtimes(out: &mut String, r: &Runtimes, releases: &Releases) {
     let devices = r.vllm.per_device.iter().map(|d| d.device.as_str()).collect::<Vec<_>>();
     let on = match devices.is_empty() {
         true => "architecture and quantization only; name --devices to judge kernels".to_owned(),
@@ -329,15 +333,19 @@ fn runtimes(out: &mut String, r: &Runtimes) {
             Some(true) => " · hybrid",
             _ => "",
         };
-        let mut reasons = runtime.findings.iter();
+        // The finding that decides a `no` first, the rest after it.
+        let deciding = runtime.deciding();
+        let mut reasons = deciding
+            .into_iter()
+            .chain(runtime.findings.iter().filter(|f| Some(*f) != deciding));
         let reason = reasons.next().map_or_else(String::new, |f| {
-            let more = match reasons.len() {
+            let more = match reasons.count() {
                 0 => String::new(),
                 n => format!(" (+{n} more)"),
             };
             format!("  {} {}: {}{more}", f.code, f.subject, f.detail)
         });
-        let name = format!("{} {}", engine.label(), runtime.version);
+        let name = release(releases, engine);
         let line = format!("    {name:<20}{mark:<11}{hybrid}{reason}");
         let _ = writeln!(out, "{}", line.trim_end());
     }
@@ -347,12 +355,11 @@ fn runtimes(out: &mut String, r: &Runtimes) {
 const BAR_WIDTH: usize = 40;
 
 /// The system on its devices: one bar per run of alike devices, then the verdict on fit.
-fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
+fn system_memory(out: &mut String, m: &Memory, releases: &Releases, paint: Paint) {
+    let engine = release(releases, m.engine);
     let _ = writeln!(
         out,
-        "MEMORY  {} {} · total {} · weights {} · KV cache {} · activations {}",
-        m.engine.name,
-        m.engine.version,
+        "MEMORY  {engine} · total {} · weights {} · KV cache {} · activations {}",
         bytes(m.total_bytes),
         bytes(m.weights_bytes),
         bytes(m.kv_cache_bytes),
@@ -406,10 +413,9 @@ fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
         // Memory that would fit is beside the point when the engine cannot load it.
         let _ = writeln!(
             out,
-            "  {} · {} {} cannot load {}: {} {}",
+            "  {} · {} cannot load {}: {} {}",
             paint.red("DOES NOT RUN"),
-            m.engine.name,
-            m.engine.version,
+            engine,
             refused.artifact,
             refused.finding.code,
             refused.finding.detail

@@ -19,8 +19,7 @@ use crate::findings::{Code, Findings};
 use crate::model::{Mixer, Model, Span, StateDtype};
 use crate::options::{ComputeDtype, DeviceGroup, Devices, KvDtype, MemoryEngine, PlanOptions, WeightsDtype};
 use crate::verdict::{
-    ArtifactMemory, CacheKind, Component, DeviceMemory, EngineInfo, Format, KvCacheGroup, LimitedBy, Memory,
-    Parameters, RankMemory,
+    ArtifactMemory, CacheKind, Component, DeviceMemory, Format, KvCacheGroup, LimitedBy, Memory, Parameters, RankMemory,
 };
 
 /// Logical parameters and stored bytes of one slice of the weights.
@@ -903,15 +902,12 @@ pub fn engine_for(options: &PlanOptions, formats: &[Format]) -> MemoryEngine {
     options.engine_for(!formats.is_empty() && formats.iter().all(|f| *f == Format::Gguf))
 }
 
-fn engine_info(engine: MemoryEngine) -> EngineInfo {
-    let version = match engine {
+/// The release whose memory rules this module models: the only one `ENGINE@VERSION` accepts.
+pub fn modelled_version(engine: MemoryEngine) -> &'static str {
+    match engine {
         MemoryEngine::Vllm => vllm::VERSION,
         MemoryEngine::Sglang => sglang::VERSION,
         MemoryEngine::LlamaCpp => llama_cpp::VERSION,
-    };
-    EngineInfo {
-        name: engine.name().to_owned(),
-        version: version.to_owned(),
     }
 }
 
@@ -1050,7 +1046,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
             )
         });
     let memory = Memory {
-        engine: engine_info(engine),
+        engine: engine.runtime(),
         sequences: options.sequences.unwrap_or(1),
         tensor_parallel: options.tensor_parallel_degree(),
         gpu_utilization: match engine {
@@ -1156,6 +1152,19 @@ pub fn largest_passing(upper: u64, passes: impl Fn(u64) -> bool) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    /// One version per engine per answer: the support data (`runtimes`) must be read from
+    /// the release whose memory rules are modelled, or a regeneration moved one without the other.
+    #[test]
+    fn memory_rules_and_support_data_follow_the_same_release() {
+        for engine in [MemoryEngine::Vllm, MemoryEngine::Sglang, MemoryEngine::LlamaCpp] {
+            assert_eq!(
+                super::modelled_version(engine),
+                crate::runtimes::version(engine.runtime()),
+                "{engine}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -226,7 +226,7 @@ pub fn judge(artifact: usize, subject: &Subject, devices: &[DeviceGroup]) -> Run
             Engine::LlamaCpp => llama_cpp::judge(engines, subject),
             Engine::Transformers => transformers::judge(engines, subject, devices),
         };
-        assemble(artifact, engine, version(engine), outcome, devices)
+        assemble(artifact, engine, outcome, devices)
     };
     Runtimes {
         vllm: run(Engine::Vllm),
@@ -236,7 +236,7 @@ pub fn judge(artifact: usize, subject: &Subject, devices: &[DeviceGroup]) -> Run
     }
 }
 
-fn assemble(artifact: usize, engine: Engine, version: &str, outcome: Outcome, devices: &[DeviceGroup]) -> Runtime {
+fn assemble(artifact: usize, engine: Engine, outcome: Outcome, devices: &[DeviceGroup]) -> Runtime {
     let general = outcome.general.support();
     // An engine whose verdict does not depend on the device still answers for each one.
     let per_device: Vec<DeviceSupport> = match outcome.devices.is_empty() {
@@ -268,7 +268,6 @@ fn assemble(artifact: usize, engine: Engine, version: &str, outcome: Outcome, de
         .collect();
     Runtime {
         supported,
-        version: version.to_owned(),
         hybrid: outcome.hybrid,
         per_device,
         findings,

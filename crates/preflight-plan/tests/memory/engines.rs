@@ -2,6 +2,8 @@
 //! silent gap — hybrids (DeltaNet, Mamba), windows (sliding, chunked) and MLA with its
 //! indexer included — and vLLM's pool counts what its code reports.
 
+use preflight_plan::Engine;
+
 use crate::support::{GIB, plan_with, system_of};
 
 const REPOS: &[&str] = &[
@@ -26,7 +28,7 @@ fn every_engine_places_every_architecture() {
                 &[repo],
                 &format!(r#"{{"engine": "{engine}", "devices": "h200:8", "context": 8192}}"#),
             );
-            assert_eq!(m.engine.name, engine);
+            assert_eq!(m.engine.key(), engine);
             let rank = m
                 .per_rank
                 .as_ref()
@@ -80,23 +82,38 @@ fn a_uniform_pool_reports_whole_blocks_of_tokens() {
     assert_eq!(concurrency, blocks as f64 / (8_192 / 32) as f64);
 }
 
+/// One version per engine per answer: memory and runtime verdicts come from the same
+/// release, and the verdict names it once (`engines.<name>.version`).
 #[test]
-fn the_engine_is_named_with_its_version() {
-    let gguf = plan_with(&["Qwen/Qwen3-8B-GGUF"], r#"{"context": 4096}"#)
-        .memory
-        .expect("memory");
-    assert_eq!(gguf.engine.name, "llama.cpp");
-    let st = plan_with(&["Qwen/Qwen3-8B"], r#"{"context": 4096}"#)
-        .memory
-        .expect("memory");
-    assert_eq!(
-        (st.engine.name.as_str(), st.engine.version.as_str()),
-        ("vllm", "0.19.0")
+fn the_engine_is_named_once_with_its_one_version() {
+    let gguf = plan_with(&["Qwen/Qwen3-8B-GGUF"], r#"{"context": 4096}"#);
+    assert_eq!(gguf.memory.as_ref().expect("memory").engine, Engine::LlamaCpp);
+    let st = plan_with(&["Qwen/Qwen3-8B"], r#"{"context": 4096}"#);
+    assert_eq!(st.memory.as_ref().expect("memory").engine, Engine::Vllm);
+    assert_eq!(st.engines.vllm.version, "0.19.0");
+    let json = serde_json::to_value(&st).expect("json");
+    assert_eq!(json["memory"]["engine"], "vllm");
+    assert_eq!(json["engines"]["vllm"]["version"], "0.19.0");
+    assert!(
+        json["artifacts"][0]["runtimes"]["vllm"].get("version").is_none(),
+        "named once"
     );
-    let implied = plan_with(&["Qwen/Qwen3-8B"], r#"{"mem_fraction_static": 0.8}"#)
-        .memory
-        .expect("memory");
-    assert_eq!(implied.engine.name, "sglang");
+    let implied = plan_with(&["Qwen/Qwen3-8B"], r#"{"mem_fraction_static": 0.8}"#);
+    assert_eq!(implied.memory.expect("memory").engine, Engine::Sglang);
+}
+
+/// `ENGINE@VERSION` picks a modelled release; one whose memory rules are not read is refused
+/// as bad usage, never planned with another release's rules.
+#[test]
+fn an_engine_release_is_chosen_only_among_those_modelled() {
+    let pinned = plan_with(&["Qwen/Qwen3-8B"], r#"{"engine": "vllm@0.19.0", "context": 4096}"#);
+    let plain = plan_with(&["Qwen/Qwen3-8B"], r#"{"engine": "vllm", "context": 4096}"#);
+    assert_eq!(pinned.memory, plain.memory);
+    let refused = serde_json::from_str::<preflight_plan::PlanOptions>(r#"{"engine": "vllm@0.33.0"}"#)
+        .expect_err("0.33.0 is not modelled");
+    assert!(refused.to_string().contains("vLLM 0.33.0 is not modelled"), "{refused}");
+    assert!("llama.cpp@0.3.36".parse::<preflight_plan::MemoryEngine>().is_ok());
+    assert!("sglang@0.4.0".parse::<preflight_plan::MemoryEngine>().is_err());
 }
 
 /// Under llama.cpp every architecture gets a compute buffer — replayed through its graph
@@ -127,24 +144,37 @@ fn llama_cpp_sizes_a_compute_buffer_for_every_architecture() {
 #[test]
 fn an_engine_that_cannot_load_the_checkpoint_never_fits() {
     let cases = [
-        ("meta-llama/Llama-3.1-8B", "llama.cpp", "llama_cpp"),
-        ("Qwen/Qwen3-8B-GGUF", "vllm", "vllm"),
+        // llama.cpp loads GGUF only.
+        (
+            "meta-llama/Llama-3.1-8B",
+            "llama.cpp",
+            "h100-80gb:1",
+            "runtime.format_unsupported",
+        ),
+        // vLLM 0.19's sparse MLA has no kernel below compute capability 9.0; the deciding
+        // finding comes before the NVFP4 fallback warning beside it.
+        (
+            "nvidia/DeepSeek-V3.2-NVFP4",
+            "vllm",
+            "a100-80gb:8",
+            "runtime.attention_unsupported",
+        ),
     ];
-    for (source, engine, key) in cases {
+    for (source, engine, devices, code) in cases {
         let v = plan_with(
             &[source],
-            &format!(r#"{{"engine": "{engine}", "devices": "h100-80gb:1", "context": 4096}}"#),
+            &format!(r#"{{"engine": "{engine}", "devices": "{devices}", "context": 4096}}"#),
         );
         let m = v.memory.as_ref().expect("memory");
-        // The figures alone would fit: a small model on an 80 GB device.
+        // The figures alone would fit.
         assert!(m.per_device.iter().all(|d| d.fits), "{source} on {engine}");
         let refused = m
             .does_not_run
             .as_ref()
             .unwrap_or_else(|| panic!("{source} on {engine}"));
-        assert_eq!(refused.finding.code, "runtime.format_unsupported");
+        assert_eq!(refused.finding.code, code, "{source} on {engine}");
         assert_eq!(
-            v.artifacts[0].runtimes.get(engine_key(key)).supported,
+            v.artifacts[0].runtimes.get(m.engine).supported,
             preflight_plan::Support::No
         );
         assert_eq!(m.fits, Some(false), "{source} on {engine}");
@@ -156,10 +186,6 @@ fn an_engine_that_cannot_load_the_checkpoint_never_fits() {
         r#"{"engine": "vllm", "devices": "h100-80gb:1", "context": 4096}"#,
     );
     assert_eq!((m.does_not_run.is_none(), m.fits), (true, Some(true)));
-}
-
-fn engine_key(key: &str) -> preflight_plan::Engine {
-    serde_json::from_value(serde_json::Value::String(key.into())).expect("engine key")
 }
 
 /// The KV cache's dtype is not the model's: an f32 or FP8 cache leaves vLLM's activation peak

@@ -169,9 +169,9 @@ fn without_devices_only_architecture_and_quantization_are_judged() {
     let verdict = plan_with(&["nvidia/DeepSeek-V3.2-NVFP4"], "{}");
     let vllm = runtime(&verdict, Engine::Vllm);
     assert_eq!((vllm.supported, vllm.per_device.len()), (Support::Yes, 0));
-    assert_eq!(vllm.version, "0.19.0");
-    assert_eq!(runtime(&verdict, Engine::Sglang).version, "0.5.23");
-    assert_eq!(runtime(&verdict, Engine::Transformers).version, "5.24.0");
+    assert_eq!(verdict.engines.vllm.version, "0.19.0");
+    assert_eq!(verdict.engines.sglang.version, "0.5.23");
+    assert_eq!(verdict.engines.transformers.version, "5.24.0");
     // ModelOpt NVFP4 is not a transformers quantizer.
     let t = runtime(&verdict, Engine::Transformers);
     assert_eq!(

@@ -212,3 +212,26 @@ fn an_engine_that_cannot_load_the_checkpoint_exits_four() {
         "runtime.format_unsupported"
     );
 }
+
+/// `--engine vllm@0.33.0`: a release whose memory rules are not modelled is bad usage (exit 2)
+/// before anything is read; the modelled one plans as the plain name does.
+#[test]
+fn an_engine_release_not_modelled_is_bad_usage() {
+    let dir = fixtures().join("local/tiny-llama");
+    let out = preflight(&["plan", dir.to_str().expect("utf8"), "--engine", "vllm@0.33.0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("vLLM 0.33.0 is not modelled"), "{stderr}");
+    let pinned = preflight(&["plan", "--json", dir.to_str().expect("utf8"), "--engine", "vllm@0.19.0"]);
+    assert_eq!(
+        pinned.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&pinned.stderr)
+    );
+    let v: Value = serde_json::from_slice(&pinned.stdout).expect("json");
+    assert_eq!(
+        (v["memory"]["engine"].as_str(), v["engines"]["vllm"]["version"].as_str()),
+        (Some("vllm"), Some("0.19.0"))
+    );
+}

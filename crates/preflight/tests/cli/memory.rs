@@ -28,7 +28,7 @@ fn memory_flags_add_a_breakdown_per_artifact_and_device() {
         "context 4,096 × 8 sequences · KV cache bf16 · weights as stored",
         // 2 layers × 2 (K, V) × 2 KV heads × 16 head_dim × 2 bytes = 256 bytes a token.
         "256 B/token · 2 full × 128 B × 4,096 tokens (× 8 sequences)",
-        "MEMORY  vllm 0.19.0 · total",
+        "MEMORY  vLLM 0.19.0 · total",
         // `--devices l4` named no count: the smallest that fits, said as a finding.
         "memory.devices_chosen          memory: 1 × l4 is the smallest count that fits",
         "device 0     l4",
