@@ -87,6 +87,12 @@ pub const TENSORS: &[TensorGroup] = &[
         SharedExperts,
     ),
     group("blk.N.exp_probs_b.bias", Buffer),
+    // An MTP (`nextn`) block's own tensors (`LLM_TENSOR_NEXTN_*`, llama-arch.cpp), beside the
+    // decoder-block tensors it shares names with.
+    group(
+        "blk.N.nextn.{eh_proj,enorm,hnorm,shared_head_norm,embed_tokens,shared_head_head}.weight",
+        Mtp,
+    ),
 ];
 
 /// llama.cpp names of tensors every tensor-parallel rank holds whole, beyond norms, routers
