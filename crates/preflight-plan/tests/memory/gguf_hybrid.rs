@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use preflight_formats::facts::Content;
 use preflight_formats::gguf::Value as GgufValue;
-use preflight_plan::{Attention, CacheKind, PlanOptions, Severity, Verdict, plan};
+use preflight_plan::{Attention, CacheKind, Component, PlanOptions, Severity, Verdict, plan};
 use serde_json::Value;
 
 use crate::support::{fixtures, hub, options};
@@ -46,8 +46,8 @@ fn kinds(v: &Verdict) -> Vec<String> {
         .collect()
 }
 
-/// Every figure the row records: admissible, stored elements by type, the parameter count,
-/// every layer's kind.
+/// Every figure the row records: admissible, stored elements by type, the parameter count
+/// (less MTP, as transformers counts), every layer's kind.
 fn plans_exactly(repo: &str, file: &str, json: &str) -> Verdict {
     let want = expected(repo, file);
     let v = plan(&[hub(repo)], &options(json));
@@ -56,10 +56,11 @@ fn plans_exactly(repo: &str, file: &str, json: &str) -> Verdict {
     assert!(v.admissible, "{repo}: {blocking:#?}");
     let by_type: BTreeMap<String, u64> = serde_json::from_value(want["elements_by_type"].clone()).expect("elements");
     assert_eq!(a.tensor_elements_by_dtype, by_type, "{repo}: stored elements");
+    let mtp = a.parameters.by_component.get(&Component::Mtp).copied().unwrap_or(0);
     assert_eq!(
-        a.parameters.total,
+        a.parameters.total - mtp,
         want["transformers_num_parameters"].as_u64().expect("count"),
-        "{repo}: parameters"
+        "{repo}: parameters less MTP"
     );
     let layer_kinds: Vec<String> = serde_json::from_value(want["layer_kinds"].clone()).expect("kinds");
     assert_eq!(kinds(&v), layer_kinds, "{repo}: layer kinds");
@@ -188,14 +189,28 @@ fn nemotron_h_dense_gguf_plans_exactly() {
     assert_eq!(m.kv_cache_bytes, 40_960 * 8_192 + 919_240_704);
 }
 
-/// Qwen3.5-35B-A3B as `qwen35moe`, with the `attention.recurrent_layers` the converter writes
-/// from `layer_types`: 30 gated-DeltaNet blocks and 10 gated-attention blocks, routed and
-/// shared experts; the text model's count exactly (the safetensors total less vision and MTP).
+/// Qwen3.5-35B-A3B as `qwen35moe`, as the converter writes it by default: the
+/// `attention.recurrent_layers` it writes from `layer_types` (30 gated-DeltaNet blocks, 10
+/// gated-attention blocks, routed and shared experts) and its MTP block appended (`block_count`
+/// 41, `nextn_predict_layers` 1, `blk.40.nextn.*`). The text model's count exactly (the
+/// safetensors total less vision and MTP), and the MTP block's exactly the safetensors MTP
+/// layer's.
 #[test]
 fn qwen35moe_gguf_plans_exactly() {
+    let want = expected(QWEN35MOE, QWEN35MOE_FILE);
     let v = plans_exactly(QWEN35MOE, QWEN35MOE_FILE, r#"{"context": 4096}"#);
     let a = &v.artifacts[0];
     let arch = a.architecture.as_ref().expect("architecture");
+    assert_eq!((arch.layers, arch.mtp_layers), (40, 1));
+    let mtp = a.parameters.by_component.get(&Component::Mtp).copied();
+    assert_eq!(mtp, want["mtp_parameters"].as_u64());
+    assert_eq!(mtp, Some(844_640_768));
+    // llama.cpp loads the MTP block only into an MTP context (`TENSOR_SKIP` otherwise); the
+    // plan counts its weights only when asked to.
+    let without = a.memory.as_ref().expect("memory").weights_bytes;
+    let with = plan(&[hub(QWEN35MOE)], &options(r#"{"context": 4096, "include_mtp": true}"#));
+    let with = with.memory.as_ref().expect("memory").weights_bytes;
+    assert!(with > without + 844_640_768, "{with} vs {without}");
     assert_eq!(
         arch.attention[0],
         Attention::LinearAttention {
@@ -225,7 +240,8 @@ fn qwen35moe_gguf_plans_exactly() {
 fn qwen35moe_recurrent_layers_decide_and_a_contradicting_one_is_refused() {
     let key = "qwen35moe.attention.recurrent_layers";
     // Block 3 is full attention; flagging it recurrent contradicts its attn_q / attn_k tensors.
-    let flags: Vec<GgufValue> = (0..40).map(|i| GgufValue::Bool(i != 7)).collect();
+    // (41 flags: the 40 main blocks and the MTP block.)
+    let flags: Vec<GgufValue> = (0..41).map(|i| GgufValue::Bool(i < 40 && i != 7)).collect();
     let v = with_kv(QWEN35MOE, &[(key, Some(GgufValue::Array(flags)))], "{}");
     assert!(!v.admissible);
     let found = blocking(&v);
@@ -237,7 +253,7 @@ fn qwen35moe_recurrent_layers_decide_and_a_contradicting_one_is_refused() {
                 && detail.contains("`linear_attention` layer")),
         "{found:#?}"
     );
-    let short: Vec<GgufValue> = (0..39).map(|_| GgufValue::Bool(true)).collect();
+    let short: Vec<GgufValue> = (0..40).map(|_| GgufValue::Bool(true)).collect();
     let v = with_kv(QWEN35MOE, &[(key, Some(GgufValue::Array(short)))], "{}");
     assert!(!v.admissible);
     assert!(
