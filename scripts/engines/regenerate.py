@@ -5,25 +5,30 @@ The planner judges "will it run there?" from two committed files, trimmed to wha
 judgements need:
 
   engines.json  registered architectures, quantization methods, kernel and attention gates
-                of vLLM 0.33.0, SGLang 0.5.23, llama.cpp (llama-cpp-python 0.3.36) and
-                transformers 5.24.0, each fact with its `path:line` inside the released package
+                of vLLM 0.19.0 (the release whose memory the planner models), SGLang 0.5.23,
+                llama.cpp (llama-cpp-python 0.3.36) and transformers 5.24.0, each fact with its
+                `path:line` inside the released package
   devices.json  the device catalogue: compute capability, memory, bandwidth, dense TFLOPS,
                 each with its vendor source; the CUDA-visible total where a vLLM startup log
                 measured it
 
-Input: the full extractions the project keeps beside the repository (`engines/*.json`, each
-read straight from the released wheel/sdist whose sha256 it records; see that directory's
-README) and the vLLM startup-log records (`oracles/vllm-startup-logs.jsonl`). Reading the
-wheels themselves (~1 GB for vLLM alone, four extractors) is the upstream step; this script
-starts from its output, and checks every hand-read kernel gate below against the extracted
-source text, so a new release whose code moved fails here instead of silently changing a
-verdict.
+Input: the full extractions, each read straight from the released wheel/sdist whose sha256 it
+records — vLLM's committed here (`scripts/engines/extracted/vllm-0.19.0.json`, written by
+`extract_vllm.py`), the others kept beside the repository (`engines/*.json`; see that
+directory's README) — and the vLLM startup-log records (`oracles/vllm-startup-logs.jsonl`).
+Reading the wheels themselves is the upstream step; this script starts from its output, and
+checks every hand-read kernel gate, sparse-MLA candidate and backend priority below against the
+extracted source text (and, with `--packages`, against the wheel's own lines), so a new release
+whose code moved fails here instead of silently changing a verdict.
 
     # DIR holds engines/ and oracles/ (the extractions beside the clone: ../shared in CI)
     python3 scripts/engines/regenerate.py --shared DIR            # write
     python3 scripts/engines/regenerate.py --shared DIR --check    # compare only
-    # and against the released archives themselves (sha256 + every cited registry line):
-    pip download --no-deps transformers==5.24.0 ... -d pkgs
+    # another vLLM extraction (its kernel paths must have been re-read: the version is checked)
+    python3 scripts/engines/regenerate.py --shared DIR --vllm-extraction PATH
+    # and against the released archives themselves (sha256, every cited registry line, every
+    # hand-read vLLM citation, and the vLLM extraction re-run from its wheel byte for byte):
+    pip download --no-deps vllm==0.19.0 transformers==5.24.0 ... -d pkgs
     python3 scripts/engines/regenerate.py --shared DIR --check --packages pkgs
     # (with --packages, also data/config_keys.json, modelopt.json and llamacpp_keys.json,
     #  through extract_config_keys.py, from the same directory of archives)
@@ -43,26 +48,33 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE.parent.parent / "crates" / "preflight-plan" / "data"
+ROOT = HERE.parent.parent
+OUT = ROOT / "crates" / "preflight-plan" / "data"
 
 GIB = 1 << 30
 
 # vLLM registry groups whose architectures run through vLLM's Transformers backend.
 VLLM_TRANSFORMERS_GROUPS = {"_TRANSFORMERS_SUPPORTED_MODELS", "_TRANSFORMERS_BACKEND_MODELS"}
 
+# The vLLM release the hand-read tables below were read from. The planner models vLLM's
+# memory for this release (docs/memory.md), so its support data comes from the same wheel;
+# an extraction of another release is refused until these tables are re-read for it.
+VLLM_HAND_READ_VERSION = "0.19.0"
+VLLM_DEFAULT_EXTRACTION = HERE / "extracted" / f"vllm-{VLLM_HAND_READ_VERSION}.json"
+
 # Sparse-MLA candidates of vLLM's CUDA priority function, per capability branch
-# (vllm/platforms/cuda.py:_get_backend_priorities). Each name must appear in that function's
-# source; each backend's accepted majors are then read from its supports_compute_capability.
+# (vllm/platforms/cuda.py:51-113 `_get_backend_priorities`: major 10 → :59-90, the sparse
+# list after the dense MLA backends; any other major → :91-98, FLASHMLA_SPARSE last). Each name
+# must appear in that function's source, and every sparse backend it names must be listed
+# here; each backend's accepted majors are then read from its supports_compute_capability.
 VLLM_SPARSE_MLA_CANDIDATES = {
-    "10": ["FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE", "FLASH_ATTN_MLA_SPARSE_FA4"],
-    "12": ["FLASHINFER_MLA_SPARSE_SM120"],
-    "other": ["FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE_SM90"],
+    "10": ["FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"],
+    "other": ["FLASHMLA_SPARSE"],
 }
 
-# Kernel paths read by hand from the vLLM 0.33.0 wheel (engines/README.md "Worked questions"):
-# for each weight format, the capability from which a native kernel exists, and the fallback
-# vLLM's own selection reaches below it. `check` strings must occur in the cited extracted
-# code, so the table is re-verified on every regeneration.
+# Kernel paths read by hand from the vLLM 0.19.0 wheel: for each weight format, the
+# capability from which a native kernel exists, and the fallback vLLM's own selection reaches
+# below it. Every claim is backed by a VLLM_EVIDENCE line below.
 VLLM_KERNEL_PATHS = [
     {
         "format": "fp8",
@@ -70,12 +82,12 @@ VLLM_KERNEL_PATHS = [
             {
                 "from": 89,
                 "below": 1000,
-                "kernel": "FP8 tensor-core GEMMs (CUTLASS / DeepGEMM / FlashInfer block-FP8); vLLM's supports_fp8() is cc >= 8.9",
+                "kernel": "FP8 tensor-core GEMMs (FlashInfer from 10.0, CUTLASS; block-FP8 through DeepGEMM / CUTLASS / Triton); vLLM's Marlin FP8 kernel, first in its list, refuses cc >= 8.9",
             },
         ],
         "fallback": "Marlin weight-only FP8 (W8A16): weights stay FP8, activations BF16",
         "fallback_from": 75,
-        "source": "vllm/model_executor/layers/quantization/utils/w8a8_utils.py:21-28; vllm/model_executor/layers/quantization/fp8.py:247-250; .../kernels/linear/scaled_mm/marlin.py:35-45",
+        "source": "vllm/model_executor/kernels/linear/__init__.py:109-115; .../kernels/linear/scaled_mm/marlin.py:36-56; vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py:24-25; vllm/model_executor/layers/quantization/fp8.py:277-278; MoE vllm/model_executor/layers/fused_moe/oracle/fp8.py:68-80, .../fused_moe/fused_marlin_moe.py:565-567",
     },
     {
         "format": "nvfp4",
@@ -83,54 +95,86 @@ VLLM_KERNEL_PATHS = [
             {
                 "from": 100,
                 "below": 1000,
-                "kernel": "FlashInfer CUTLASS / CuTe-DSL NVFP4 GEMMs and NVFP4 MoE (cc >= 10.0; FlashInfer is a vLLM dependency)",
+                "kernel": "FlashInfer CUTLASS NVFP4 GEMM (cc >= 10.0; FlashInfer is a vLLM dependency) and NVFP4 MoE (FlashInfer TRT-LLM / CuTe-DSL on 10.x, FlashInfer CUTLASS from 10.0, vLLM CUTLASS on 10.x/11.x/12.x)",
             },
         ],
         "fallback": "Marlin weight-only FP4 (W4A16): \"Weight-only FP4 compression will be used leveraging the Marlin kernel\"",
         "fallback_from": 75,
-        "source": "vllm/model_executor/kernels/linear/__init__.py:593-609; .../nvfp4/marlin.py:22-38; vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:203-212",
+        "source": "vllm/model_executor/layers/quantization/utils/nvfp4_utils.py:39-86, :140-150; vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py:26-27; vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:140-146",
     },
     {
         "format": "mxfp4_moe",
         # In the MXFP4 MoE oracle's order; the first whose gate passes is used.
         "native": [
-            {"from": 100, "below": 110, "kernel": "FlashInfer TRT-LLM MXFP4 MoE (SM10x)"},
+            {"from": 100, "below": 110, "kernel": "FlashInfer TRT-LLM MXFP4xBF16 MoE (SM10x)"},
             {
+                # triton_kernels ships inside the wheel (vllm/third_party/triton_kernels):
+                # has_triton_kernels() finds it in every install.
                 "from": 90,
-                "below": 130,
-                "kernel": "OAI Triton MXFP4 MoE (9.0 <= cc < 13.0)",
-                "needs": "triton_kernels, which vLLM does not depend on",
+                "below": 110,
+                "kernel": "OAI Triton MXFP4 MoE (9.0 <= cc < 11.0; triton_kernels ships in the wheel)",
             },
             {"from": 90, "below": 91, "kernel": "FlashInfer CUTLASS MXFP4xBF16 MoE (cc 9.0 exactly)"},
-            {
-                # FP4 tensor cores exist from 10.0; below it the README's worked answer is Marlin.
-                "from": 100,
-                "below": 1000,
-                "kernel": "CUTLASS MXFP4xMXFP4 MoE",
-                "compiled": "mxfp4_experts_quant_supported (a torch.ops._C op: its capability gate is compiled code)",
-            },
         ],
         "fallback": "Marlin weight-only MXFP4 MoE experts",
         "fallback_from": 75,
-        "source": "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:402-435,650-760; .../experts/gpt_oss_triton_kernels_moe.py:41-53; .../experts/flashinfer_cutlass_moe.py:128-139; .../experts/marlin_moe.py:592-594",
+        "source": "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:174-183, :345-354; .../experts/trtllm_mxfp4_moe.py:79-81; .../fused_moe/gpt_oss_triton_kernels_moe.py:887-896; vllm/utils/import_utils.py:420-427; .../fused_moe/flashinfer_cutlass_moe.py:143-178; .../fused_moe/fused_marlin_moe.py:565-567, :574-587",
     },
 ]
 
-# Quantization methods vLLM renames by the checkpoint's model_type before it looks them up:
-# a quantization config's `override_quantization_method` claims the checkpoint. The cited
-# line must name the method it resolves to (`--packages` checks it in the wheel).
-VLLM_METHOD_OVERRIDES = [
-    {
-        "declared": "mxfp4",
-        "model_type": "gpt_oss",
-        "resolves_to": "gpt_oss_mxfp4",
-        "source": "vllm/model_executor/layers/quantization/mxfp4.py:144-146 (GptOssMxfp4Config.override_quantization_method)",
-    },
-]
+# Quantization methods vLLM renames by the checkpoint's model_type before it looks them up
+# (a config's `override_quantization_method`; `--packages` checks each cited line names the
+# method it resolves to). 0.19.0 has none: gpt-oss's `mxfp4` loads as Mxfp4Config
+# (vllm/model_executor/layers/quantization/__init__.py:156).
+VLLM_METHOD_OVERRIDES = []
 
 # The native NVFP4 and MXFP4 paths above count FlashInfer as present: the wheel requires it
 # (`--packages` checks its METADATA says so).
 VLLM_DEFAULT_DEPENDENCY = "Requires-Dist: flashinfer-python"
+
+# What each hand-read claim above rests on: (`path:line[-end]` in the wheel, text those lines
+# hold). A citation whose exact span the extraction records (a gate's or a list's source) is
+# checked against the extraction on every run; every citation is checked in the wheel itself
+# with `--packages`.
+VLLM_EVIDENCE = [
+    # sparse MLA
+    ("vllm/platforms/cuda.py:51-113", "if device_capability.major == 10:"),
+    ("vllm/platforms/cuda.py:59-90", "AttentionBackendEnum.FLASHINFER_MLA_SPARSE,"),
+    ("vllm/platforms/cuda.py:59-90", "*sparse_backends,"),
+    ("vllm/platforms/cuda.py:91-98", "AttentionBackendEnum.FLASHMLA_SPARSE,"),
+    # fp8
+    ("vllm/model_executor/kernels/linear/__init__.py:109-115", "MarlinFP8ScaledMMLinearKernel"),
+    ("vllm/model_executor/kernels/linear/scaled_mm/marlin.py:36-56", "compute_capability >= 89"),
+    ("vllm/model_executor/kernels/linear/scaled_mm/pytorch.py:24-33", "compute_capability < 89"),
+    ("vllm/model_executor/layers/quantization/utils/marlin_utils_fp8.py:24-25", "has_device_capability(75)"),
+    ("vllm/model_executor/layers/quantization/fp8.py:277-278", "Marlin"),
+    ("vllm/platforms/cuda.py:411-412", "has_device_capability(89)"),
+    ("vllm/model_executor/layers/fused_moe/oracle/fp8.py:68-80", "Fp8MoeBackend.MARLIN"),
+    ("vllm/model_executor/layers/fused_moe/fused_marlin_moe.py:565-567", "has_device_capability((7, 5))"),
+    ("vllm/model_executor/layers/fused_moe/fused_marlin_moe.py:574-587", "kFp8Static128BlockSym"),
+    # nvfp4
+    ("vllm/model_executor/layers/quantization/utils/nvfp4_utils.py:39-86", "has_device_capability(100) and has_flashinfer()"),
+    ("vllm/model_executor/layers/quantization/utils/nvfp4_utils.py:39-86", "elif is_fp4_marlin_supported():"),
+    ("vllm/model_executor/layers/quantization/utils/nvfp4_utils.py:140-150", "Weight-only FP4 compression"),
+    ("vllm/model_executor/layers/quantization/utils/marlin_utils_fp4.py:26-27", "has_device_capability(75)"),
+    ("vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:140-146", "NvFp4MoeBackend.MARLIN"),
+    ("vllm/model_executor/layers/fused_moe/experts/trtllm_nvfp4_moe.py:82-89", "is_device_capability_family(100)"),
+    ("vllm/model_executor/layers/fused_moe/cutlass_moe.py:681-687", "is_device_capability_family(120)"),
+    ("vllm/model_executor/layers/fused_moe/flashinfer_cutlass_moe.py:143-178", "(kNvfp4Static, kNvfp4Dynamic)"),
+    ("vllm/model_executor/layers/fused_moe/fused_marlin_moe.py:574-587", "kNvfp4Static"),
+    # mxfp4 MoE
+    ("vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:174-183", "Mxfp4MoeBackend.FLASHINFER_TRTLLM_MXFP4_BF16,\n        Mxfp4MoeBackend.CK,\n        Mxfp4MoeBackend.TRITON,\n        Mxfp4MoeBackend.FLASHINFER_CUTLASS_MXFP4_BF16,"),
+    ("vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:174-183", "Mxfp4MoeBackend.MARLIN"),
+    ("vllm/model_executor/layers/fused_moe/oracle/mxfp4.py:345-354", "for backend in AVAILABLE_BACKENDS:"),
+    ("vllm/model_executor/layers/fused_moe/experts/trtllm_mxfp4_moe.py:79-81", "is_device_capability_family(100) and has_flashinfer()"),
+    ("vllm/model_executor/layers/fused_moe/gpt_oss_triton_kernels_moe.py:887-896", "(9, 0) <= (cap.major, cap.minor) < (11, 0)"),
+    ("vllm/utils/import_utils.py:420-427", '_has_module(\n        "vllm.third_party.triton_kernels"'),
+    ("vllm/model_executor/layers/fused_moe/flashinfer_cutlass_moe.py:143-178", "(kMxfp4Static, None),"),
+    ("vllm/model_executor/layers/fused_moe/flashinfer_cutlass_moe.py:143-178", "p.is_device_capability(90)"),
+    ("vllm/model_executor/layers/fused_moe/fused_marlin_moe.py:574-587", "kMxfp4Static"),
+    # no method override: gpt-oss's mxfp4 is Mxfp4Config
+    ("vllm/model_executor/layers/quantization/__init__.py:156", '"mxfp4": Mxfp4Config,'),
+]
 
 
 # SGLang: only minimum capabilities are extracted, not its kernel selection. Below the
@@ -190,7 +234,52 @@ def require(text, needle, where):
         die(f"{where}: expected `{needle}` in the extracted source; the engine's code moved — re-read it")
 
 
+def extraction_texts(data):
+    """`source` → the text the extraction records for it (a gate's `code`, a priority list)."""
+    texts = {}
+
+    def walk(node):
+        if isinstance(node, dict):
+            src = node.get("source")
+            if isinstance(src, str):
+                if isinstance(node.get("code"), str) and not node["code"].endswith("...[truncated]"):
+                    texts.setdefault(src, node["code"])
+                elif isinstance(node.get("list") or node.get("priority_order"), list):
+                    texts.setdefault(src, "\n".join(node.get("list") or node["priority_order"]))
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(data)
+    return texts
+
+
+def says(text, needle):
+    """`needle` occurs in `text`, whitespace and commas aside (a list's text is its names)."""
+    norm = lambda t: re.sub(r"[\s,]", "", t)
+    return norm(needle) in norm(text)
+
+
+def check_evidence_in_extraction(data):
+    """The hand-read citations whose span the extraction records must hold their text there."""
+    texts = extraction_texts(data)
+    checked = 0
+    for source, needle in VLLM_EVIDENCE:
+        if source in texts:
+            if not says(texts[source], needle):
+                die(f"vllm: {source} no longer says `{needle}`; the engine's code moved — re-read it")
+            checked += 1
+    return checked
+
+
 def vllm(data):
+    if data["version"] != VLLM_HAND_READ_VERSION:
+        die(
+            f"vllm: the extraction is of {data['version']}, the hand-read kernel paths and sparse-MLA "
+            f"candidates of {VLLM_HAND_READ_VERSION}: re-read them for {data['version']} first"
+        )
     archs = {}
     for a in data["architectures"]:
         flags = a.get("flags", {})
@@ -202,8 +291,15 @@ def vllm(data):
         ]:
             if flags.get(flag, {}).get("value") is True:
                 entry["flags"].add(name)
-        if a.get("needs_sparse_mla_backend", {}).get("value") is True:
+        sparse = a.get("needs_sparse_mla_backend", {})
+        if sparse.get("value") is True:
             entry["flags"].add("sparse_mla")
+        elif sparse.get("config_key"):
+            # Sparse only when the checkpoint's config has the key: the planner sees it as an
+            # MLA indexer (DeepSeek-V3.2's and GLM-5's `index_*` keys).
+            if sparse["config_key"] != "index_topk":
+                die(f"vllm: {a['architecture']} is sparse when its config has {sparse['config_key']}, which the planner does not read")
+            entry["flags"].add("sparse_mla_if_index_topk")
         if a["registry_group"] in VLLM_TRANSFORMERS_GROUPS:
             entry["flags"].add("transformers_backend")
     for entry in archs.values():
@@ -214,19 +310,28 @@ def vllm(data):
             continue
         caps = [r for group in q.get("min_capability", []) for r in (group.get("returns", []) if isinstance(group, dict) else group)]
         ints = [c for c in caps if isinstance(c, int)]
+        # A negative minimum is no GPU gate (cpu_awq returns -1: a CPU-only method).
+        least = min(ints) if ints else None
         quant[q["method"]] = {
-            "min_capability": min(ints) if ints else None,
+            "min_capability": least if least is not None and least >= 0 else None,
             "source": (q.get("min_capability") or [{}])[0].get("source", "") if isinstance((q.get("min_capability") or [{}])[0], dict) else "",
         }
     # Sparse MLA: which capability majors some candidate backend accepts.
     priority = data["attention_backend_priority_cuda"]["code"]
     backends = {b["backend"]: b for b in data["attention_backends"] if b.get("backend")}
+    listed = {name for names in VLLM_SPARSE_MLA_CANDIDATES.values() for name in names}
+    for name, b in backends.items():
+        if b.get("is_sparse", {}).get("value") is True and f"AttentionBackendEnum.{name}" in priority and name not in listed:
+            die(f"vllm: _get_backend_priorities names the sparse backend {name}, which VLLM_SPARSE_MLA_CANDIDATES lacks — re-read it")
+    own_branches = {int(branch) for branch in VLLM_SPARSE_MLA_CANDIDATES if branch != "other"}
     majors = set()
     sources = []
     for branch, names in VLLM_SPARSE_MLA_CANDIDATES.items():
         for name in names:
             require(priority, f"AttentionBackendEnum.{name}", "vllm _get_backend_priorities")
             b = backends.get(name) or die(f"vllm: no attention backend {name}")
+            if b.get("is_sparse", {}).get("value") is not True:
+                die(f"vllm: {name} is no longer a sparse backend")
             code = b["supports_compute_capability"]["code"]
             found = re.search(r"capability\.major == (\d+)", code)
             accepted = {int(found.group(1))} if found else set()
@@ -238,13 +343,27 @@ def vllm(data):
             if branch != "other":
                 accepted &= {int(branch)}
             else:
-                accepted -= {10, 12}
+                accepted -= own_branches
             majors |= accepted
             sources.append(b["supports_compute_capability"]["source"])
+    check_evidence_in_extraction(data)
     gguf = data["gguf"]
-    if gguf["gguf_in_QUANTIZATION_METHODS"] or gguf["gguf_in_LoadFormats"]:
-        die("vllm: GGUF became built in; update the format judgement")
-    plugin = next(m for m in gguf["metadata_mentions"] if "gguf-plugin" in m["text"])
+    if gguf["gguf_in_QUANTIZATION_METHODS"] and gguf["gguf_in_LoadFormats"]:
+        requirement = next(m for m in gguf["metadata_mentions"] if m["text"].startswith("Requires-Dist: gguf"))
+        gguf_out = {
+            "loadable": True,
+            "plugin": None,
+            "source": f"{quant_source(data, 'gguf')}; {gguf['load_formats']['source']} (LoadFormats); {requirement['source']} ({requirement['text']})",
+        }
+    elif not gguf["gguf_in_QUANTIZATION_METHODS"] and not gguf["gguf_in_LoadFormats"]:
+        plugin = next(m for m in gguf["metadata_mentions"] if "gguf-plugin" in m["text"])
+        gguf_out = {
+            "loadable": False,
+            "plugin": plugin["text"].split("Requires-Dist: ")[-1].split(";")[0],
+            "source": f"{gguf['load_formats']['source']}; {plugin['source']}",
+        }
+    else:
+        die("vllm: GGUF is half built in (a quantization method or a load format, not both); update the format judgement")
     return {
         "version": data["version"],
         "package": data["package"],
@@ -259,14 +378,16 @@ def vllm(data):
             "capability_majors": sorted(majors),
             "source": f"{data['attention_backend_priority_cuda']['source']}; " + "; ".join(sorted(set(sources))),
         },
-        "gguf": {
-            "loadable": False,
-            "plugin": plugin["text"].split("Requires-Dist: ")[-1].split(";")[0],
-            "source": f"{gguf['load_formats']['source']}; {plugin['source']}",
-        },
+        "gguf": gguf_out,
         "kernel_paths": VLLM_KERNEL_PATHS,
         "method_overrides": VLLM_METHOD_OVERRIDES,
     }
+
+
+def quant_source(data, method):
+    """Where vLLM maps `method` to its config class."""
+    q = next(q for q in data["quantization_methods"] if q["method"] == method)
+    return q["config_class_source"].split(" (")[0] + f" (method_to_config: {method})"
 
 
 def sglang(data):
@@ -466,6 +587,17 @@ def verify_packages(directory, engines_data):
             metadata = "\n".join(lines_of(archive, f"vllm-{engine['version']}.dist-info/METADATA"))
             if VLLM_DEFAULT_DEPENDENCY not in metadata:
                 failed.append(f"vllm: METADATA no longer has `{VLLM_DEFAULT_DEPENDENCY}`: FlashInfer paths are optional now")
+            # Every hand-read kernel-path / sparse-MLA citation, in the wheel's own text.
+            spans = {}
+            for source, needle in VLLM_EVIDENCE:
+                path, _, lines = source.partition(":")
+                first, _, last = lines.partition("-")
+                if path not in spans:
+                    spans[path] = lines_of(archive, path)
+                text = "\n".join(spans[path][int(first) - 1 : int(last or first)])
+                if not says(text, needle):
+                    failed.append(f"vllm: {source} does not say `{needle}`")
+            print(f"vllm: {len(VLLM_EVIDENCE)} hand-read citations checked in the archive")
         cache = {}
         pairs = facts(engine)
         bad = [src for src, needle, above in pairs if not cited(archive, src, needle, cache, above)]
@@ -475,6 +607,22 @@ def verify_packages(directory, engines_data):
             print(f"{key}: sha256 matches; {len(pairs)} cited lines checked in the archive")
     if failed:
         die("; ".join(failed))
+
+
+def reextract_vllm(directory, data, extraction):
+    """The vLLM extraction itself reproduces from the wheel, byte for byte."""
+    import tempfile
+
+    wheel = Path(directory) / data["package"]
+    if not wheel.exists():
+        print(f"vllm: {data['package']} not in {directory}: extraction not re-run")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "vllm.json"
+        subprocess.run([sys.executable, str(HERE / "extract_vllm.py"), str(wheel), str(out)], check=True)
+        if out.read_bytes() != extraction.read_bytes():
+            die(f"{extraction} is not what extract_vllm.py reads from {wheel.name} (rerun it)")
+    print(f"vllm: {extraction.name} reproduces from {wheel.name} byte for byte")
 
 
 def render(value):
@@ -492,14 +640,26 @@ def main():
         type=Path,
         help="a directory of the released archives (pip download ... --no-deps): check their sha256 and the cited lines",
     )
+    parser.add_argument(
+        "--vllm-extraction",
+        type=Path,
+        default=VLLM_DEFAULT_EXTRACTION,
+        help=f"the full vLLM extraction (extract_vllm.py WHEEL OUT); default {VLLM_DEFAULT_EXTRACTION.relative_to(ROOT)}",
+    )
     args = parser.parse_args()
     engines = args.shared / "engines"
     load = lambda name: json.loads((engines / name).read_text())
+    vllm_data = json.loads(args.vllm_extraction.read_text())
+    vllm_from = (
+        str(args.vllm_extraction.resolve().relative_to(ROOT))
+        if args.vllm_extraction.resolve().is_relative_to(ROOT)
+        else args.vllm_extraction.name
+    )
     files = {
         "engines.json": render(
             {
-                "from": "engines/{vllm,sglang,llamacpp,transformers}.json, read from the released packages (sha256 per engine)",
-                "vllm": vllm(load("vllm.json")),
+                "from": f"{vllm_from} and engines/{{sglang,llamacpp,transformers}}.json, read from the released packages (sha256 per engine)",
+                "vllm": vllm(vllm_data),
                 "sglang": sglang(load("sglang.json")),
                 "llama_cpp": llama_cpp(load("llamacpp.json")),
                 "transformers": transformers(load("transformers.json")),
@@ -510,6 +670,7 @@ def main():
     }
     if args.packages:
         verify_packages(args.packages, json.loads(files["engines.json"]))
+        reextract_vllm(args.packages, vllm_data, args.vllm_extraction)
     stale = []
     for name, text in files.items():
         path = args.out / name

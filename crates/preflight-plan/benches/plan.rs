@@ -29,7 +29,9 @@ fn planner(c: &mut Criterion) {
     for repo in ["deepseek-ai/DeepSeek-V3", "zai-org/GLM-5.2"] {
         let facts = [facts(repo)];
         let options = PlanOptions::default();
-        group.bench_function(repo, |b| b.iter(|| plan(&facts, &options).artifacts.len()));
+        group.bench_function(repo, |b| {
+            b.iter(|| plan(&facts, &options).expect("valid options").artifacts.len())
+        });
     }
     group.finish();
 }

@@ -144,10 +144,6 @@ catalogue! {
     /// to cache in, or a layer the planner has no cache model for. No figure is guessed, and
     /// the system's `memory` block is left out. Fix the other findings, or give `kv_dtype`.
     MemoryUnavailable => ("memory.unavailable", Blocking),
-    /// The tensor-parallel degree cannot split this model as engines require (vLLM: heads
-    /// and MLP widths divisible by it, KV heads divisible by it or dividing it). Per-device
-    /// figures are left out. Choose a degree that divides the heads.
-    MemoryTensorParallelInvalid => ("memory.tensor_parallel_invalid", Blocking),
     /// The weights alone, as stored, exceed what the named devices hold: whatever else is
     /// known or unknown about the checkpoint, it does not fit. Reported even when the
     /// architecture is refused, where the stored weights are a lower bound.
@@ -198,6 +194,21 @@ catalogue! {
     /// The judged path depends on a package an install may lack (FlashInfer, DeepGEMM,
     /// `triton_kernels`); the finding names the path taken without it.
     RuntimeOptionalPackage => ("runtime.optional_package", Info),
+}
+
+impl Code {
+    /// A runtime finding that, on its own, makes the engine refuse (rather than only slow
+    /// down or leave undecided): what a `no` is shown by first.
+    pub fn refuses_a_runtime(self) -> bool {
+        matches!(
+            self,
+            Code::RuntimeArchitectureUnregistered
+                | Code::RuntimeQuantizationUnsupported
+                | Code::RuntimeCapabilityTooLow
+                | Code::RuntimeAttentionUnsupported
+                | Code::RuntimeFormatUnsupported
+        )
+    }
 }
 
 /// Codes travel as their stable strings; the enum is the only place either side lives.

@@ -35,34 +35,40 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 
 /// Bumped only when some verdict could flip (a figure, a finding, admissibility). It is part
 /// of the service's cache key, so a bump invalidates every cached verdict.
-pub const SEMANTICS_VERSION: u32 = 6;
+pub const SEMANTICS_VERSION: u32 = 7;
 
 /// ggml graphs replayed on this thread so far: the planner's costliest work, counted so a
 /// test can prove a plan did it once per distinct shape.
 pub use memory::replays_on_this_thread;
 
-/// The engine release `runtimes.<engine>` verdicts are judged against (`0.33.0` for vLLM).
+/// The engine release `runtimes.<engine>` verdicts are judged against (`0.19.0` for vLLM).
 pub fn engine_version(engine: Engine) -> &'static str {
     runtimes::version(engine)
 }
 
-/// Plan a system of one or more artifacts. Callers check [`PlanOptions::validate`] first
-/// (bad options are bad input); options that fail it are planned without memory. The facts
-/// may be owned or shared (`Arc`): the service plans from its facts cache without a copy.
-pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Verdict {
-    let valid = options.validate().is_ok();
-    let memory_options = (options.asks_for_memory() && valid).then_some(options);
+/// Plan a system of one or more artifacts. The facts may be owned or shared (`Arc`): the
+/// service plans from its facts cache without a copy.
+///
+/// `Err` only for options no plan of these artifacts can honour — the caller's mistake
+/// (exit 2, HTTP 400), never a verdict on the model: values bad on their own
+/// ([`PlanOptions::validate`], which callers run before staging anything), and a
+/// `tensor_parallel` the model cannot be split over.
+pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Result<Verdict, OptionsError> {
+    options.validate()?;
+    let memory_options = options.asks_for_memory().then_some(options);
     let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.borrow().content)).collect();
     let engine = memory::engine_for(options, &formats);
     // Placement first (how many devices, which degree), then every artifact sized for it.
     let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
+    if let Some(options) = memory_options {
+        placement::check_degree(&described, options, engine)?;
+    }
     let placed = memory_options.map(|o| placement::choose(&described, o, engine));
     // Runtimes are judged on the devices as planned (a chosen count included).
-    let devices: Vec<options::DeviceGroup> =
-        match (valid, placed.as_ref().map_or(options, |p| &p.options).devices.as_ref()) {
-            (true, Some(devices)) => devices.groups().to_vec(),
-            _ => Vec::new(),
-        };
+    let devices: Vec<options::DeviceGroup> = match placed.as_ref().map_or(options, |p| &p.options).devices.as_ref() {
+        Some(devices) => devices.groups().to_vec(),
+        None => Vec::new(),
+    };
     let mut sizings = Vec::with_capacity(described.len());
     for artifact in &mut described {
         let mut findings = std::mem::take(&mut artifact.findings);
@@ -123,6 +129,21 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
             artifact.finish(index, memory, runtimes)
         })
         .collect();
+    // The figures follow one engine: if it cannot load an artifact there, nothing fits.
+    if let Some(memory) = memory.as_mut() {
+        memory.does_not_run = artifacts.iter().find_map(|a| {
+            let finding = a.runtimes.get(engine.runtime()).deciding()?;
+            Some(DoesNotRun {
+                artifact: a.name.clone(),
+                finding: finding.clone(),
+            })
+        });
+        if memory.does_not_run.is_some() {
+            memory.fits = Some(false);
+            memory.max_context_that_fits = None;
+            memory.max_context_limited_by = None;
+        }
+    }
     let require_engine = options.require_engine.map(|engine| RequiredEngine {
         engine,
         met: artifacts.iter().all(|a| a.runtimes.get(engine).supported.runs()),
@@ -139,7 +160,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
             Severity::Info => summary.info += 1,
         }
     }
-    Verdict {
+    Ok(Verdict {
         schema: SCHEMA.to_owned(),
         planner: PlannerVersion {
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -151,7 +172,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Ver
         artifacts,
         memory,
         require_engine,
-    }
+    })
 }
 
 fn format_of(content: &Content) -> Format {

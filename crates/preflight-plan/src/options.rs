@@ -136,6 +136,15 @@ const ENGINE_NAMES: &[(MemoryEngine, &[&str])] = &[
 ];
 
 impl MemoryEngine {
+    /// The engine as `runtimes` names it: the same engine, judged for loading.
+    pub fn runtime(self) -> crate::verdict::Engine {
+        match self {
+            MemoryEngine::Vllm => crate::verdict::Engine::Vllm,
+            MemoryEngine::Sglang => crate::verdict::Engine::Sglang,
+            MemoryEngine::LlamaCpp => crate::verdict::Engine::LlamaCpp,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         ENGINE_NAMES
             .iter()
@@ -400,13 +409,51 @@ impl KvDtype {
             .map_or("?", |(_, names)| names[0])
     }
 
-    /// The KV type for a model dtype as `torch_dtype` or a safetensors dtype names it.
-    pub fn from_model_dtype(name: &str) -> Option<KvDtype> {
+    /// The dtype a cache of this type computes in, when it is one a model computes in.
+    pub fn compute(self) -> Option<ComputeDtype> {
+        match self {
+            KvDtype::F32 => Some(ComputeDtype::F32),
+            KvDtype::Bf16 => Some(ComputeDtype::Bf16),
+            KvDtype::F16 => Some(ComputeDtype::F16),
+            KvDtype::Fp8 | KvDtype::Q8_0 | KvDtype::Q4_0 => None,
+        }
+    }
+}
+
+/// The dtype the model computes in (activations, RoPE tables, recurrent conv state): the
+/// config's `dtype`, never the KV cache's — an FP8 or `q4_0` cache leaves the forward pass
+/// in BF16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ComputeDtype {
+    F32,
+    Bf16,
+    F16,
+}
+
+impl ComputeDtype {
+    /// The dtype as `torch_dtype` or a safetensors dtype names it.
+    pub fn from_model_dtype(name: &str) -> Option<ComputeDtype> {
         match name {
-            "bfloat16" | "BF16" => Some(KvDtype::Bf16),
-            "float16" | "F16" => Some(KvDtype::F16),
-            "float32" | "F32" => Some(KvDtype::F32),
+            "bfloat16" | "BF16" => Some(ComputeDtype::Bf16),
+            "float16" | "F16" => Some(ComputeDtype::F16),
+            "float32" | "F32" => Some(ComputeDtype::F32),
             _ => None,
+        }
+    }
+
+    pub fn element_bytes(self) -> u64 {
+        match self {
+            ComputeDtype::F32 => 4,
+            ComputeDtype::Bf16 | ComputeDtype::F16 => 2,
+        }
+    }
+
+    /// The KV cache an engine keeps for this model when asked for none (vLLM's `auto`).
+    pub fn kv(self) -> KvDtype {
+        match self {
+            ComputeDtype::F32 => KvDtype::F32,
+            ComputeDtype::Bf16 => KvDtype::Bf16,
+            ComputeDtype::F16 => KvDtype::F16,
         }
     }
 }

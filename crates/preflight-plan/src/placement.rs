@@ -4,7 +4,7 @@
 //! other devices holding replicas. Each choice is said in an info finding.
 
 use crate::findings::{Code, Findings, grouped};
-use crate::options::{MemoryEngine, PlanOptions};
+use crate::options::{MemoryEngine, OptionsError, PlanOptions};
 use crate::{Described, memory};
 
 /// Most devices of one kind tried for an open count: a full NVL72 rack's worth and some.
@@ -27,6 +27,52 @@ fn fits(described: &[Described], options: &PlanOptions, engine: MemoryEngine) ->
         .collect::<Option<_>>()?;
     let refs: Vec<&memory::Sizing> = sizings.iter().collect();
     memory::fits_as_planned(&refs, options, engine)
+}
+
+/// Degrees listed as alternatives when no device count bounds them.
+const LISTED_DEGREES: u64 = 16;
+
+/// A `tensor_parallel` some artifact cannot be split over is the caller's mistake, not a
+/// verdict on the model: refused with the degrees that do split every artifact (and divide
+/// the device count, when one is named).
+pub fn check_degree(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Result<(), OptionsError> {
+    let Some(tp) = options.tensor_parallel else {
+        return Ok(());
+    };
+    let unsplit = |degree: u64| {
+        let candidate = PlanOptions {
+            tensor_parallel: Some(degree),
+            devices: None,
+            ..options.clone()
+        };
+        described.iter().find(|d| {
+            memory::prepare(&d.inputs(), &candidate, engine, &mut Findings::default()).is_some_and(|s| !s.splits())
+        })
+    };
+    let Some(refused) = unsplit(tp) else {
+        return Ok(());
+    };
+    let count = options
+        .devices
+        .as_ref()
+        .filter(|d| d.open_count().is_none())
+        .map(|d| d.count());
+    let working: Vec<String> = (1..=count.unwrap_or(LISTED_DEGREES))
+        .filter(|d| count.is_none_or(|c| c.is_multiple_of(*d)) && unsplit(*d).is_none())
+        .map(|d| d.to_string())
+        .collect();
+    let among = match count {
+        Some(count) => format!(" and divide the {count} devices"),
+        None => String::new(),
+    };
+    Err(OptionsError {
+        option: "tensor_parallel",
+        message: format!(
+            "{tp}-way tensor parallelism cannot split {}: its attention heads, every layer's KV heads and its MLP widths must divide evenly (KV heads may instead divide the degree); degrees that split it{among}: {}",
+            refused.name,
+            working.join(", ")
+        ),
+    })
 }
 
 pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Placed {

@@ -162,6 +162,20 @@ impl Support {
     }
 }
 
+impl Runtime {
+    /// The finding that makes the engine refuse (`supported` is `no`): the first of the
+    /// refusing kinds, ahead of warnings that only slow it down.
+    pub fn deciding(&self) -> Option<&Finding> {
+        if self.supported != Support::No {
+            return None;
+        }
+        self.findings
+            .iter()
+            .find(|f| f.code.refuses_a_runtime())
+            .or_else(|| self.findings.first())
+    }
+}
+
 /// One engine's verdict on one artifact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Runtime {
@@ -456,8 +470,14 @@ pub struct Memory {
     /// One entry per named device; empty without devices, or when an artifact cannot be
     /// placed at this tensor-parallel degree.
     pub per_device: Vec<DeviceMemory>,
-    /// Every device holds its share within its usable bytes. Null without `per_device`.
+    /// Every device holds its share within its usable bytes **and** the engine these figures
+    /// follow loads every artifact there (`runs`). Null without `per_device`.
     pub fits: Option<bool>,
+    /// Set when the engine these figures follow cannot load some artifact on the planned
+    /// devices (its `runtimes.<engine>.supported` is `no`): the finding that decides it. The
+    /// plan then does not fit whatever the figures say, and no context "fits".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub does_not_run: Option<DoesNotRun>,
     /// The longest context (at `sequences`, for every artifact, up to the shortest model
     /// maximum) for which `fits` holds; 0 when not even one token fits. Null without
     /// `per_device`.
@@ -467,6 +487,15 @@ pub struct Memory {
     /// Upper bounds on speed on the named devices (one artifact; docs/throughput.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_bounds: Option<ThroughputBounds>,
+}
+
+/// Why the memory block's engine cannot serve the plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DoesNotRun {
+    /// The artifact the engine refuses (`artifacts[i].name`).
+    pub artifact: String,
+    /// The engine's deciding `runtime.*` finding.
+    pub finding: Finding,
 }
 
 /// An engine and the version whose accounting is modelled.
@@ -564,8 +593,7 @@ pub struct ArtifactMemory {
     /// and the output buffer. Absent for other engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_bytes: Option<u64>,
-    /// What each tensor-parallel rank holds; absent when the model cannot be split this way
-    /// (see the `memory.tensor_parallel_invalid` finding).
+    /// What each tensor-parallel rank holds; absent when the engine cannot page these caches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<RankMemory>,
 }

@@ -62,7 +62,7 @@ fn a_million_empty_gguf_entries_make_a_small_verdict() {
         }],
         missing_parts: vec![],
     };
-    let verdict = plan(&[facts(content)], &PlanOptions::default());
+    let verdict = plan(&[facts(content)], &PlanOptions::default()).expect("valid options");
     let findings = &verdict.artifacts[0].findings;
     assert!(!verdict.admissible);
     let duplicates: Vec<_> = findings.iter().filter(|f| f.code == "tensor.duplicate").collect();
@@ -85,7 +85,7 @@ fn a_million_unplaced_safetensors_tensors_make_a_small_verdict() {
         "vocab_size": 256, "max_position_embeddings": 4096
     });
     let facts = preflight_testhub::facts::single_file(Some(&config), header, None);
-    let verdict = plan(&[facts], &PlanOptions::default());
+    let verdict = plan(&[facts], &PlanOptions::default()).expect("valid options");
     assert!(!verdict.admissible);
     let unplaced = verdict.artifacts[0]
         .findings

@@ -135,7 +135,7 @@ fn facts(
 }
 
 fn plan_one(f: ArtifactFacts) -> Verdict {
-    plan(&[f], &PlanOptions::default())
+    plan(&[f], &PlanOptions::default()).expect("valid options")
 }
 
 fn codes(v: &Verdict) -> Vec<&str> {

@@ -96,7 +96,7 @@ fn plan_on(
         devices: devices.map(|d| d.parse().expect("devices")),
         ..PlanOptions::default()
     };
-    plan(&[facts], &options)
+    plan(&[facts], &options).expect("valid options")
 }
 
 fn assert_exact(v: &Verdict, method: &str, logical_dtype: &str) {
@@ -264,12 +264,12 @@ fn engines_gate_each_scheme_by_its_own_method_and_the_device() {
         ]
     };
     let modelopt_fp8 = || Some(json!({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}));
-    // ModelOpt FP8 on an A100: vLLM's `modelopt` loads from 8.0 and runs FP8 through Marlin;
-    // SGLang's `modelopt_fp8` needs 8.9.
+    // ModelOpt FP8 on an A100: vLLM 0.19's `modelopt` (ModelOptFp8Config.get_min_capability,
+    // modelopt.py:408) and SGLang's `modelopt_fp8` both need 8.9.
     let a100 = plan_on(Some("a100-80gb"), None, modelopt_fp8(), fp8_static);
     assert_eq!(
         runtime(&a100, Engine::Vllm),
-        (Support::Fallback, vec![Code::RuntimeFallbackKernel])
+        (Support::No, vec![Code::RuntimeCapabilityTooLow])
     );
     assert_eq!(
         runtime(&a100, Engine::Sglang),

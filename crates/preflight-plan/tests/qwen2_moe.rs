@@ -81,7 +81,7 @@ fn qwen2_moe_counts_its_gated_shared_expert() {
     });
     let header = preflight_testhub::facts::header(tensors().into_iter().map(|(name, shape)| (name, "BF16", shape)));
     let facts = preflight_testhub::facts::single_file(Some(&config), header, None);
-    let verdict = plan(&[facts], &PlanOptions::default());
+    let verdict = plan(&[facts], &PlanOptions::default()).expect("valid options");
     let a = &verdict.artifacts[0];
     assert!(verdict.admissible, "{:#?}", a.findings);
     let shared = LAYERS * (3 * SHARED_WIDTH * HIDDEN + HIDDEN);

@@ -17,7 +17,7 @@ fn plan_one(config: &Value, tensors: &[Spec]) -> Verdict {
             .map(|(name, shape)| (name.clone(), "BF16", shape.clone())),
     );
     let facts = preflight_testhub::facts::single_file(Some(config), header, None);
-    plan(&[facts], &PlanOptions::default())
+    plan(&[facts], &PlanOptions::default()).expect("valid options")
 }
 
 fn elements(tensors: &[Spec], prefix: &str) -> u64 {

@@ -674,18 +674,21 @@ impl Pipeline {
         // finishes soon after).
         let planning = tokio::task::spawn_blocking(move || {
             let (facts, served): (Vec<_>, Vec<_>) = staged.into_iter().map(|c| (c.facts, c.served)).unzip();
-            let mut verdict = preflight_plan::plan(&facts, &options);
+            let mut verdict = preflight_plan::plan(&facts, &options)?;
             for ((artifact, staging), served) in verdict.artifacts.iter_mut().zip(&mut verdict.staging).zip(served) {
                 if let Some((source, cost)) = served {
                     (artifact.source, *staging) = (source, cost);
                 }
             }
-            serde_json::to_string(&verdict)
+            Ok(serde_json::to_string(&verdict))
         });
         let body = tokio::time::timeout_at(deadline, planning)
             .await
             .map_err(|_| self.plan_timed_out())?
             .map_err(|e| self.internal(&format!("the planner task failed: {e}")))?
+            // Options these artifacts cannot honour (a degree the model does not split): the
+            // caller's mistake, a 400, never cached.
+            .map_err(|e: preflight_plan::OptionsError| ApiError::invalid_option(e.option, e.to_string()))?
             .map_err(|e| self.internal(&format!("cannot render the verdict: {e}")))?;
         Ok((body.into(), read))
     }

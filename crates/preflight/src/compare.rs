@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use preflight_formats::facts::ArtifactFacts;
-use preflight_plan::{PlanOptions, Verdict};
+use preflight_plan::{OptionsError, PlanOptions, Verdict};
 
 use crate::render::{bytes, thousands};
 
@@ -73,8 +73,9 @@ impl Compare {
     }
 }
 
-/// Plan each variant; the verdicts in value order.
-pub fn plan(facts: &[ArtifactFacts], variants: &[PlanOptions]) -> Vec<Verdict> {
+/// Plan each variant; the verdicts in value order, or the first variant's options the
+/// artifacts cannot honour.
+pub fn plan(facts: &[ArtifactFacts], variants: &[PlanOptions]) -> Result<Vec<Verdict>, OptionsError> {
     variants.iter().map(|o| preflight_plan::plan(facts, o)).collect()
 }
 

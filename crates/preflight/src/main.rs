@@ -172,10 +172,7 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
     // Options are checked before any source is read: a bad value costs no network.
     let options = match memory.options() {
         Ok(options) => options,
-        Err(e) => {
-            let message = format!("invalid --{}: {}", e.option.replace('_', "-"), e.message);
-            return fail(json, ErrorCode::InvalidOptions, &message, EXIT_BAD_INPUT);
-        }
+        Err(e) => return invalid_options(json, &e),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -202,7 +199,10 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
     if let Some(compare) = &memory.compare {
         return compared(compare, &facts, &options, json);
     }
-    let verdict = preflight_plan::plan(&facts, &options);
+    let verdict = match preflight_plan::plan(&facts, &options) {
+        Ok(verdict) => verdict,
+        Err(e) => return invalid_options(json, &e),
+    };
     // The process ends once the verdict is out: freeing a large checkpoint's facts one string
     // at a time (DeepSeek-V3: ~10% of a local plan's CPU) is work the OS does for free.
     std::mem::forget(facts);
@@ -238,7 +238,10 @@ fn compared(
         Ok(v) => v,
         Err(message) => return fail(json, ErrorCode::InvalidOptions, &message, EXIT_BAD_INPUT),
     };
-    let verdicts = compare::plan(facts, &variants);
+    let verdicts = match compare::plan(facts, &variants) {
+        Ok(verdicts) => verdicts,
+        Err(e) => return invalid_options(json, &e),
+    };
     if json {
         match compare::json(compare, &verdicts) {
             Ok(text) => emit(&format!("{text}\n")),
@@ -270,6 +273,12 @@ fn emit(text: &str) {
 
 /// A failure before any verdict: one line on stderr, or with `--json` the service's error
 /// document on stdout (so a script reading stdout always gets JSON).
+/// Options the planner cannot honour: bad usage (exit 2), named by the flag that sets them.
+fn invalid_options(json: bool, e: &preflight_plan::OptionsError) -> ExitCode {
+    let message = format!("invalid --{}: {}", e.option.replace('_', "-"), e.message);
+    fail(json, ErrorCode::InvalidOptions, &message, EXIT_BAD_INPUT)
+}
+
 fn fail(json: bool, code: ErrorCode, message: &str, exit: u8) -> ExitCode {
     if json {
         println!(

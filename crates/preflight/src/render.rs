@@ -39,7 +39,15 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     // What a person checks first, first: a plan that cannot be served says so before
     // anything else (the exit status is 4).
     let unmet = v.require_engine.as_ref().filter(|r| !r.met);
+    let refused = v
+        .memory
+        .as_ref()
+        .and_then(|m| m.does_not_run.as_ref().map(|_| &m.engine));
     let state = match (v.admissible, fits, unmet) {
+        (true, Some(false), _) if let Some(engine) = refused => paint.yellow(&format!(
+            "{} {} DOES NOT RUN IT (admissible)",
+            engine.name, engine.version
+        )),
         (true, Some(false), _) => paint.yellow("DOES NOT FIT (admissible)"),
         (true, _, Some(r)) => paint.yellow(&format!("{} DOES NOT RUN IT (admissible)", r.engine.label())),
         (true, _, None) => paint.green("ADMISSIBLE"),
@@ -351,11 +359,10 @@ fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
         bytes(m.activation_bytes)
     );
     if m.per_device.is_empty() {
-        let why = match m.fits {
-            None if m.tensor_parallel > 1 => "no per-device figures: see the tensor-parallel finding",
-            _ => "name --devices to check the fit",
-        };
-        let _ = writeln!(out, "  {why}");
+        let _ = writeln!(
+            out,
+            "  no per-device figures: name --devices, or see the memory findings"
+        );
         return;
     }
     let _ = writeln!(
@@ -394,6 +401,20 @@ fn system_memory(out: &mut String, m: &Memory, paint: Paint) {
             bytes(first.usable_bytes)
         );
         start = end;
+    }
+    if let Some(refused) = &m.does_not_run {
+        // Memory that would fit is beside the point when the engine cannot load it.
+        let _ = writeln!(
+            out,
+            "  {} · {} {} cannot load {}: {} {}",
+            paint.red("DOES NOT RUN"),
+            m.engine.name,
+            m.engine.version,
+            refused.artifact,
+            refused.finding.code,
+            refused.finding.detail
+        );
+        return;
     }
     let fits = match m.fits {
         Some(true) => paint.green("FITS"),

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use crate::families::Placement;
 use crate::findings::{Code, Findings};
 use crate::model::{Mixer, Model, Span, StateDtype};
-use crate::options::{DeviceGroup, Devices, KvDtype, MemoryEngine, PlanOptions, WeightsDtype};
+use crate::options::{ComputeDtype, DeviceGroup, Devices, KvDtype, MemoryEngine, PlanOptions, WeightsDtype};
 use crate::verdict::{
     ArtifactMemory, CacheKind, Component, DeviceMemory, EngineInfo, Format, KvCacheGroup, LimitedBy, Memory,
     Parameters, RankMemory,
@@ -188,20 +188,24 @@ pub fn prepare(
         );
         return Some(lower_bound(inputs.weights_bytes, tp, options, engine, findings));
     };
-    let kv_dtype = match options.kv_dtype {
-        Some(dtype) => dtype,
-        None => match model_kv_dtype(model, inputs.format, inputs.parameters, findings) {
-            Some(dtype) => dtype,
-            None => {
-                return unavailable(
-                    findings,
-                    "kv_dtype",
-                    "neither the config nor the stored tensors say which dtype the model computes in; give kv_dtype"
-                        .into(),
-                );
-            }
-        },
+    // The dtype the model computes in; a cache asked for in a float type stands in for it
+    // only when nothing else says.
+    let Some(compute) = model_dtype(
+        model,
+        inputs.format,
+        inputs.parameters,
+        options.kv_dtype.is_none(),
+        findings,
+    )
+    .or_else(|| options.kv_dtype?.compute()) else {
+        return unavailable(
+            findings,
+            "kv_dtype",
+            "neither the config nor the stored tensors say which dtype the model computes in; give a float kv_dtype"
+                .into(),
+        );
     };
+    let kv_dtype = options.kv_dtype.unwrap_or(compute.kv());
     let mut layers = model.layers.clone();
     if options.include_mtp {
         // An MTP layer is one more decoder layer, of its own kind where the family says.
@@ -209,23 +213,17 @@ pub fn prepare(
             layers.extend((0..model.mtp_layers).map(|_| mixer));
         }
     }
-    // vLLM keeps recurrent state in the model's dtype (`mamba_cache_dtype` "auto",
-    // mamba_utils.py `_mamba_state_dtype`), whatever `--kv-cache-dtype` asks of the KV cache.
-    let state_base = match options.kv_dtype {
-        None => kv_dtype,
-        Some(_) => model_dtype(model, inputs.format, inputs.parameters).map_or(kv_dtype, |(d, _)| d),
-    };
     // The RoPE tables are in the dtype the model computes in, whatever the KV cache's.
     let buffers = match engine {
-        MemoryEngine::Vllm | MemoryEngine::Sglang => {
-            vllm::rope_table_bytes(&model.rope, state_base.row_bytes(1).clamp(2, 4))
-        }
+        MemoryEngine::Vllm | MemoryEngine::Sglang => vllm::rope_table_bytes(&model.rope, compute.element_bytes()),
         MemoryEngine::LlamaCpp => 0,
     };
-    // llama.cpp keeps recurrent state in F32, conv rows and SSM rows alike.
-    let (state_base, mixer_for): (KvDtype, fn(Mixer) -> Mixer) = match engine {
-        MemoryEngine::LlamaCpp => (KvDtype::F32, llama_cpp::engine_mixer),
-        MemoryEngine::Vllm | MemoryEngine::Sglang => (state_base, |m| m),
+    // vLLM keeps recurrent state in the model's dtype (`mamba_cache_dtype` "auto",
+    // mamba_utils.py `_mamba_state_dtype`), whatever `--kv-cache-dtype` asks of the KV cache;
+    // llama.cpp keeps it in F32, conv rows and SSM rows alike.
+    let (state_base, mixer_for): (ComputeDtype, fn(Mixer) -> Mixer) = match engine {
+        MemoryEngine::LlamaCpp => (ComputeDtype::F32, llama_cpp::engine_mixer),
+        MemoryEngine::Vllm | MemoryEngine::Sglang => (compute, |m| m),
     };
     let mut caches: Vec<LayerCache> = Vec::new();
     let mut layer_groups = Vec::with_capacity(layers.len());
@@ -254,16 +252,8 @@ pub fn prepare(
         MemoryEngine::LlamaCpp => Some(0),
         MemoryEngine::Vllm | MemoryEngine::Sglang => tensor_parallel_split(model, &layers, tp),
     };
-    if kv_projection_excess.is_none() {
-        findings.push(
-            Code::MemoryTensorParallelInvalid,
-            "tensor_parallel",
-            format!(
-                "{tp}-way tensor parallelism cannot split this model: it needs {} heads, every layer's KV heads and the MLP widths divisible by {tp} (or KV heads dividing {tp})",
-                model.heads
-            ),
-        );
-    }
+    // A degree that does not split it leaves `rank_weights` out: placement passes such a
+    // count by, and a degree the caller gave is refused before sizing (`check_degree`).
     let context = options.context.unwrap_or(model.context);
     if context > model.context {
         let finding = findings.push(
@@ -293,7 +283,7 @@ pub fn prepare(
         weights_dtype: options.weights_dtype,
         weights,
         caches,
-        shape: Shape::of(model, kv_dtype),
+        shape: Shape::of(model, compute),
         tensor_parallel: tp,
         rank_weights,
         buffers,
@@ -376,17 +366,17 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: MemoryEngin
 }
 
 /// Bytes of one recurrent-state element: the config's pinned dtype, else the model's.
-fn state_element_bytes(dtype: StateDtype, model: KvDtype) -> u64 {
+fn state_element_bytes(dtype: StateDtype, model: ComputeDtype) -> u64 {
     match dtype {
         StateDtype::F32 => 4,
         StateDtype::Bf16 | StateDtype::F16 => 2,
-        StateDtype::Model => model.row_bytes(1).max(1),
+        StateDtype::Model => model.element_bytes(),
     }
 }
 
 /// What one layer caches, whole and on one of `tp` ranks; `Ok(None)` for a layer that
 /// caches nothing; `Err` says why the planner has no cache model for it.
-fn layer_cache(mixer: Mixer, dtype: KvDtype, state_base: KvDtype, tp: u64) -> Result<Option<LayerCache>, String> {
+fn layer_cache(mixer: Mixer, dtype: KvDtype, state_base: ComputeDtype, tp: u64) -> Result<Option<LayerCache>, String> {
     let per_token = |per_token: u64, per_token_rank: u64, kind: CacheKind, cap: Option<u64>| LayerCache {
         kind,
         cap,
@@ -520,8 +510,15 @@ fn indexer_key_bytes(index_head_dim: u64) -> u64 {
 
 /// A per-sequence state: conv elements in the model's dtype, recurrent elements in the
 /// state dtype; each rank holds `1/tp` of both.
-fn state_cache(kind: CacheKind, conv: u64, state: u64, state_dtype: StateDtype, model: KvDtype, tp: u64) -> LayerCache {
-    let conv_bytes = |elements: u64| elements.saturating_mul(model.row_bytes(1).max(1));
+fn state_cache(
+    kind: CacheKind,
+    conv: u64,
+    state: u64,
+    state_dtype: StateDtype,
+    model: ComputeDtype,
+    tp: u64,
+) -> LayerCache {
+    let conv_bytes = |elements: u64| elements.saturating_mul(model.element_bytes());
     let state_bytes = |elements: u64| elements.saturating_mul(state_element_bytes(state_dtype, model));
     LayerCache {
         kind,
@@ -568,38 +565,38 @@ fn tensor_parallel_split(model: &Model, layers: &[Mixer], tp: u64) -> Option<u64
     Some(excess)
 }
 
-/// The KV dtype when none is asked for: GGUF caches in f16 (llama.cpp's default `type_k`
-/// and `type_v`); safetensors in the model's dtype (vLLM's `kv_cache_dtype=auto`), from the
-/// config, else the float dtype most parameters are stored in.
-fn model_kv_dtype(arch: &Model, format: Format, parameters: &Parameters, findings: &mut Findings) -> Option<KvDtype> {
-    let (dtype, inferred_from) = model_dtype(arch, format, parameters)?;
-    if let Some(name) = inferred_from {
+/// The dtype the model computes in: GGUF in f16 (llama.cpp's default `type_k` and `type_v`
+/// follow it); safetensors in the config's dtype, else the float dtype most parameters are
+/// stored in — said in a finding when `say_inferred` (it then sizes the KV cache too).
+fn model_dtype(
+    arch: &Model,
+    format: Format,
+    parameters: &Parameters,
+    say_inferred: bool,
+    findings: &mut Findings,
+) -> Option<ComputeDtype> {
+    if format == Format::Gguf {
+        return Some(ComputeDtype::F16);
+    }
+    if let Some(dtype) = arch.dtype.as_deref().and_then(ComputeDtype::from_model_dtype) {
+        return Some(dtype);
+    }
+    let (name, dtype) = parameters
+        .by_dtype
+        .iter()
+        .filter_map(|(name, n)| Some((n, name, ComputeDtype::from_model_dtype(name)?)))
+        .max_by_key(|(n, _, _)| **n)
+        .map(|(_, name, dtype)| (name, dtype))?;
+    if say_inferred {
         let finding = findings.push(
             Code::MemoryDtypeInferred,
             "kv_dtype",
             format!("the config declares no dtype the planner knows; the KV cache is planned in {name}, the float dtype most parameters are stored in"),
         );
         finding.declared = arch.dtype.clone().map(Into::into);
-        finding.observed = Some(name.into());
+        finding.observed = Some(name.clone().into());
     }
     Some(dtype)
-}
-
-/// The dtype the model computes in, and the stored dtype it was inferred from when the config
-/// does not say.
-fn model_dtype(arch: &Model, format: Format, parameters: &Parameters) -> Option<(KvDtype, Option<String>)> {
-    if format == Format::Gguf {
-        return Some((KvDtype::F16, None));
-    }
-    if let Some(dtype) = arch.dtype.as_deref().and_then(KvDtype::from_model_dtype) {
-        return Some((dtype, None));
-    }
-    parameters
-        .by_dtype
-        .iter()
-        .filter_map(|(name, n)| Some((n, name, KvDtype::from_model_dtype(name)?)))
-        .max_by_key(|(n, _, _)| **n)
-        .map(|(_, name, dtype)| (dtype, Some(name.clone())))
 }
 
 /// Weight bytes one of `tp` ranks holds (`tp` 1: the whole model): replicated parts whole,
@@ -679,7 +676,7 @@ pub struct MoeShape {
 }
 
 impl Shape {
-    fn of(model: &Model, dtype: KvDtype) -> Shape {
+    fn of(model: &Model, dtype: ComputeDtype) -> Shape {
         let (q_width, kv_width, kv_heads, head_dim) = model
             .layers
             .iter()
@@ -713,7 +710,7 @@ impl Shape {
                 shared: m.shared,
                 width: m.expert_intermediate_size.unwrap_or(0),
             }),
-            element_bytes: dtype.row_bytes(1).clamp(2, 4),
+            element_bytes: dtype.element_bytes(),
         }
     }
 
@@ -763,6 +760,11 @@ impl Target<'_> {
 }
 
 impl Sizing {
+    /// Whether its tensor-parallel degree splits the model.
+    pub fn splits(&self) -> bool {
+        self.rank_weights.is_some()
+    }
+
     fn kv(&self, context: u64, rank: bool) -> u64 {
         self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.bytes(context, self.sequences, rank))
@@ -1071,6 +1073,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         max_concurrency,
         per_device,
         fits,
+        does_not_run: None,
         max_context_that_fits,
         max_context_limited_by,
         throughput_bounds: None,

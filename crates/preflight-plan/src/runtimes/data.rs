@@ -20,7 +20,8 @@ pub struct Engines {
 
 #[derive(Deserialize)]
 pub struct VllmArchitecture {
-    /// `hybrid`, `attention_free`, `multimodal`, `sparse_mla`, `transformers_backend`.
+    /// `hybrid`, `attention_free`, `multimodal`, `sparse_mla`, `sparse_mla_if_index_topk`
+    /// (sparse when the checkpoint's config has `index_topk`), `transformers_backend`.
     pub flags: Vec<String>,
     pub source: String,
 }
@@ -57,7 +58,10 @@ pub struct SparseMla {
 
 #[derive(Deserialize)]
 pub struct Gguf {
-    pub plugin: String,
+    /// `gguf` is both a quantization method and a load format of the release.
+    pub loadable: bool,
+    /// The out-of-tree package that adds GGUF when the release has no loader.
+    pub plugin: Option<String>,
     pub source: String,
 }
 

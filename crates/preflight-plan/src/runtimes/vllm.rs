@@ -1,6 +1,7 @@
-//! vLLM 0.33: the model registry (`registry.py`), each quantization config's
-//! `get_min_capability()`, the kernel paths for FP8 / NVFP4 / MXFP4 and the sparse-MLA
-//! attention backends' capability gates. GGUF is not built in.
+//! vLLM (the release `data/engines.json` was read from: 0.19.0): the model registry
+//! (`registry.py`), each quantization config's `get_min_capability()`, the kernel paths for
+//! FP8 / NVFP4 / MXFP4 and the sparse-MLA attention backends' capability gates. Its GGUF
+//! loader is built in, but which GGUF architectures and tensor types it maps is not read.
 
 use super::data::{Engines, KernelPath, Vllm};
 use super::{Judgement, Outcome, Subject, Weights, cc_text, no_class, per_device, refused, sides};
@@ -24,15 +25,31 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
     let data = &engines.vllm;
     let mut general = Judgement::default();
     if subject.format == Format::Gguf {
-        general.set(
-            Support::No,
-            Code::RuntimeFormatUnsupported,
-            "format",
-            format!(
-                "vLLM {} has no GGUF loader built in (`gguf` is neither a quantization method nor a load format, {}); the out-of-tree {} adds one",
-                data.version, data.gguf.source, data.gguf.plugin
-            ),
-        );
+        if data.gguf.loadable {
+            general.set(
+                Support::Unknown,
+                Code::RuntimeUnknown,
+                "format",
+                format!(
+                    "vLLM {} loads GGUF ({}), but which GGUF architectures and tensor types its loader maps is not read from its source",
+                    data.version, data.gguf.source
+                ),
+            );
+        } else {
+            let plugin = data.gguf.plugin.as_deref().map_or_else(
+                || "its METADATA names no plugin".to_owned(),
+                |p| format!("the out-of-tree {p} adds one"),
+            );
+            general.set(
+                Support::No,
+                Code::RuntimeFormatUnsupported,
+                "format",
+                format!(
+                    "vLLM {} has no GGUF loader built in (`gguf` is neither a quantization method nor a load format, {}); {plugin}",
+                    data.version, data.gguf.source
+                ),
+            );
+        }
         return Outcome::settled(general);
     }
     if subject.model.is_none() {
@@ -117,7 +134,16 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
         _ => None,
     };
     let hybrid = registered.map(|a| a.has("hybrid"));
-    let sparse_mla = registered.is_some_and(|a| a.has("sparse_mla"));
+    // Sparse always, or (`deepseek_v2.py`: `is_sparse=self.is_v32`) when the config has
+    // `index_topk`, which the planner reads as an MLA indexer.
+    let always_sparse = registered.is_some_and(|a| a.has("sparse_mla"));
+    let sparse_mla = always_sparse
+        || registered.is_some_and(|a| a.has("sparse_mla_if_index_topk") && subject.sparse_mla());
+    let why_sparse = if always_sparse {
+        "builds its MLA with use_sparse=True"
+    } else {
+        "builds its MLA sparse when the config has `index_topk`, as this one does"
+    };
     let devices = per_device(devices, |device, cc, j| {
         if let Some((min, name, source)) = &min_capability
             && cc < *min
@@ -153,7 +179,7 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
                 Code::RuntimeAttentionUnsupported,
                 device,
                 format!(
-                    "`{class}` builds its MLA with use_sparse=True, and vLLM's sparse-MLA backends accept only compute capability {} ({device} has {}): startup fails with \"No valid attention backend found\" ({})",
+                    "`{class}` {why_sparse}, and vLLM's sparse-MLA backends accept only compute capability {} ({device} has {}): startup fails with \"No valid attention backend found\" ({})",
                     majors.join(", "),
                     cc_text(cc),
                     data.sparse_mla.source

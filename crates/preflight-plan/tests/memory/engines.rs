@@ -121,3 +121,62 @@ fn llama_cpp_sizes_a_compute_buffer_for_every_architecture() {
         );
     }
 }
+
+/// The memory block follows one engine; when that engine cannot load the checkpoint, the
+/// plan does not run there — never FITS beside an engine line that says no.
+#[test]
+fn an_engine_that_cannot_load_the_checkpoint_never_fits() {
+    let cases = [
+        ("meta-llama/Llama-3.1-8B", "llama.cpp", "llama_cpp"),
+        ("Qwen/Qwen3-8B-GGUF", "vllm", "vllm"),
+    ];
+    for (source, engine, key) in cases {
+        let v = plan_with(
+            &[source],
+            &format!(r#"{{"engine": "{engine}", "devices": "h100-80gb:1", "context": 4096}}"#),
+        );
+        let m = v.memory.as_ref().expect("memory");
+        // The figures alone would fit: a small model on an 80 GB device.
+        assert!(m.per_device.iter().all(|d| d.fits), "{source} on {engine}");
+        let refused = m
+            .does_not_run
+            .as_ref()
+            .unwrap_or_else(|| panic!("{source} on {engine}"));
+        assert_eq!(refused.finding.code, "runtime.format_unsupported");
+        assert_eq!(
+            v.artifacts[0].runtimes.get(engine_key(key)).supported,
+            preflight_plan::Support::No
+        );
+        assert_eq!(m.fits, Some(false), "{source} on {engine}");
+        assert_eq!(m.max_context_that_fits, None);
+    }
+    // The engine that loads it: no refusal, and the figures decide.
+    let m = system_of(
+        &["meta-llama/Llama-3.1-8B"],
+        r#"{"engine": "vllm", "devices": "h100-80gb:1", "context": 4096}"#,
+    );
+    assert_eq!((m.does_not_run.is_none(), m.fits), (true, Some(true)));
+}
+
+fn engine_key(key: &str) -> preflight_plan::Engine {
+    serde_json::from_value(serde_json::Value::String(key.into())).expect("engine key")
+}
+
+/// The KV cache's dtype is not the model's: an f32 or FP8 cache leaves vLLM's activation peak
+/// and the RoPE tables where the model's BF16 puts them, and only the cache changes.
+#[test]
+fn the_kv_dtype_never_changes_the_compute_dtype() {
+    let at = |kv: &str| {
+        system_of(
+            &["meta-llama/Llama-3.1-8B"],
+            &format!(r#"{{"engine": "vllm", "devices": "h100-80gb:1", "context": 4096, "kv_dtype": "{kv}"}}"#),
+        )
+    };
+    let (bf16, f32, fp8) = (at("bf16"), at("f32"), at("fp8"));
+    for other in [&f32, &fp8] {
+        assert_eq!(other.activation_bytes, bf16.activation_bytes);
+        assert_eq!(other.buffers_bytes, bf16.buffers_bytes);
+    }
+    assert_eq!(f32.kv_cache_bytes, 2 * bf16.kv_cache_bytes);
+    assert_eq!(2 * fp8.kv_cache_bytes, bf16.kv_cache_bytes);
+}

@@ -21,7 +21,7 @@ fn a_layer_kind_the_planner_does_not_model_gets_no_number() {
     let mut kinds = vec![json!("full_attention"); 28];
     kinds[1] = json!("linear_attention");
     config.raw.insert("layer_types".into(), kinds.into());
-    let v = plan(&[facts, hub("Qwen/Qwen3-8B")], &options(r#"{"devices": "h100-80gb"}"#));
+    let v = plan(&[facts, hub("Qwen/Qwen3-8B")], &options(r#"{"devices": "h100-80gb"}"#)).expect("valid options");
     assert!(has(&v, 0, "config.unsupported_value"));
     assert!(has(&v, 0, "memory.unavailable"));
     let refused = v.artifacts[0]
@@ -51,7 +51,7 @@ fn refused_weights_that_exceed_the_devices_do_not_fit() {
         .expect("config")
         .raw
         .insert("model_type".into(), json!("qwen9"));
-    let v = plan(&[facts], &options(r#"{"devices": "24GB"}"#));
+    let v = plan(&[facts], &options(r#"{"devices": "24GB"}"#)).expect("valid options");
     assert!(has(&v, 0, "architecture.unknown"));
     assert!(!has(&v, 0, "memory.weights_exceed_devices"), "16.4 GB fits in 24 GB");
     assert_eq!(v.memory.as_ref().and_then(|m| m.fits), None);
@@ -62,7 +62,7 @@ fn refused_weights_that_exceed_the_devices_do_not_fit() {
         .expect("config")
         .raw
         .insert("model_type".into(), json!("qwen9"));
-    let v = plan(&[facts], &options(r#"{"devices": "8GB"}"#));
+    let v = plan(&[facts], &options(r#"{"devices": "8GB"}"#)).expect("valid options");
     assert!(has(&v, 0, "memory.weights_exceed_devices"));
     assert_eq!(v.memory.as_ref().and_then(|m| m.fits), Some(false));
     assert!(v.memory.as_ref().is_some_and(|m| m.per_device.iter().all(|d| !d.fits)));
@@ -72,7 +72,7 @@ fn refused_weights_that_exceed_the_devices_do_not_fit() {
 fn no_architecture_means_no_memory() {
     let mut facts = hub("Qwen/Qwen3-0.6B");
     facts.config = None;
-    let v = plan(&[facts], &options(r#"{"sequences": 1}"#));
+    let v = plan(&[facts], &options(r#"{"sequences": 1}"#)).expect("valid options");
     assert!(has(&v, 0, "config.missing") && has(&v, 0, "memory.unavailable"));
     let memory = v.artifacts[0].memory.as_ref().expect("weights as stored");
     assert!(memory.lower_bound && memory.kv_cache.is_empty() && memory.kv_cache_bytes == 0);
@@ -91,7 +91,7 @@ fn a_gguf_layer_without_kv_heads_gets_no_number() {
         .header
         .kv
         .insert("qwen3.attention.head_count_kv".into(), Value::Array(heads));
-    let v = plan(&[facts], &options(r#"{"sequences": 1}"#));
+    let v = plan(&[facts], &options(r#"{"sequences": 1}"#)).expect("valid options");
     assert!(has(&v, 0, "memory.unavailable"), "{:?}", codes(&v, 0));
     assert!(v.artifacts[0].memory.is_none());
 }
@@ -108,7 +108,7 @@ fn per_layer_kv_heads_from_gguf_are_honoured() {
         .header
         .kv
         .insert("qwen3.attention.head_count_kv".into(), Value::Array(heads));
-    let v = plan(&[facts], &options(r#"{"context": 1}"#));
+    let v = plan(&[facts], &options(r#"{"context": 1}"#)).expect("valid options");
     let m = v.artifacts[0].memory.as_ref().expect("memory");
     assert_eq!(m.kv_cache_bytes_per_token, 18 * 2 * 4 * 128 * 2 + 18 * 2 * 8 * 128 * 2);
     let arch = v.artifacts[0].architecture.as_ref().expect("architecture");
@@ -125,19 +125,52 @@ fn hostile_option_values_saturate_instead_of_wrapping() {
         preflight_plan::options::MAX_DEVICES / 2,
     ));
     for repo in ["deepseek-ai/DeepSeek-V3", "openai/gpt-oss-20b", "Qwen/Qwen3-8B-GGUF"] {
-        let v = plan(&[hub(repo)], &extreme);
+        let v = plan(&[hub(repo)], &extreme).expect("valid options");
         let m = v.memory.expect("memory");
         assert_eq!(m.kv_cache_bytes, u64::MAX, "{repo}: saturated, not wrapped");
         assert_eq!(m.fits, Some(false));
         assert!(m.total_bytes >= m.weights_bytes);
     }
-    // Options that were never validated plan without memory rather than panic.
+    // Options a caller never validated are refused by the planner too, never planned.
     let unvalidated = PlanOptions {
         context: Some(0),
         tensor_parallel: Some(0),
         ..PlanOptions::default()
     };
-    assert!(unvalidated.validate().is_err());
-    let v = plan(&[hub("Qwen/Qwen3-0.6B")], &unvalidated);
-    assert!(v.memory.is_none() && v.artifacts[0].memory.is_none());
+    let refused = plan(&[hub("Qwen/Qwen3-0.6B")], &unvalidated).expect_err("invalid options");
+    assert_eq!(refused, unvalidated.validate().expect_err("invalid"));
+}
+
+/// A degree the model cannot be split over is the caller's mistake (exit 2, HTTP 400) with
+/// the degrees that work — never a finding that makes the checkpoint inadmissible.
+#[test]
+fn a_tensor_parallel_degree_the_model_cannot_split_is_refused_with_the_ones_that_do() {
+    // Llama-3.1-8B: 32 heads, 8 KV heads, MLP 14,336 — 3 divides none of them.
+    let refused = plan(
+        &[hub("meta-llama/Llama-3.1-8B")],
+        &options(r#"{"devices": "h100-80gb:3", "tensor_parallel": 3}"#),
+    )
+    .expect_err("3 does not split it");
+    assert_eq!(refused.option, "tensor_parallel");
+    assert!(
+        refused
+            .message
+            .ends_with("degrees that split it and divide the 3 devices: 1"),
+        "{}",
+        refused.message
+    );
+    let refused = plan(&[hub("meta-llama/Llama-3.1-8B")], &options(r#"{"tensor_parallel": 3}"#)).expect_err("3");
+    assert!(
+        refused.message.ends_with("degrees that split it: 1, 2, 4, 8, 16"),
+        "{}",
+        refused.message
+    );
+    // A degree that splits it plans as before.
+    let v = plan(
+        &[hub("meta-llama/Llama-3.1-8B")],
+        &options(r#"{"devices": "h100-80gb:4", "tensor_parallel": 4}"#),
+    )
+    .expect("4 splits it");
+    assert!(v.admissible);
+    assert_eq!(v.memory.as_ref().map(|m| m.tensor_parallel), Some(4));
 }

@@ -50,7 +50,7 @@ fn kinds(v: &Verdict) -> Vec<String> {
 /// (less MTP, as transformers counts), every layer's kind.
 fn plans_exactly(repo: &str, file: &str, json: &str) -> Verdict {
     let want = expected(repo, file);
-    let v = plan(&[hub(repo)], &options(json));
+    let v = plan(&[hub(repo)], &options(json)).expect("valid options");
     let a = &v.artifacts[0];
     let blocking: Vec<_> = a.findings.iter().filter(|f| f.severity == Severity::Blocking).collect();
     assert!(v.admissible, "{repo}: {blocking:#?}");
@@ -79,7 +79,7 @@ fn with_kv(repo: &str, edits: &[(&str, Option<GgufValue>)], json: &str) -> Verdi
             None => parts[0].header.kv.remove(*key),
         };
     }
-    plan(&[facts], &options(json))
+    plan(&[facts], &options(json)).expect("valid options")
 }
 
 /// The per-block array `key` of `repo`'s header, as unsigned integers.
@@ -208,7 +208,7 @@ fn qwen35moe_gguf_plans_exactly() {
     // llama.cpp loads the MTP block only into an MTP context (`TENSOR_SKIP` otherwise); the
     // plan counts its weights only when asked to.
     let without = a.memory.as_ref().expect("memory").weights_bytes;
-    let with = plan(&[hub(QWEN35MOE)], &options(r#"{"context": 4096, "include_mtp": true}"#));
+    let with = plan(&[hub(QWEN35MOE)], &options(r#"{"context": 4096, "include_mtp": true}"#)).expect("valid options");
     let with = with.memory.as_ref().expect("memory").weights_bytes;
     assert!(with > without + 844_640_768, "{with} vs {without}");
     assert_eq!(
@@ -316,7 +316,7 @@ fn an_ssm_state_size_the_tensors_contradict_is_refused() {
     let memory = v.memory.as_ref().expect("memory");
     assert_eq!(memory.fits, None);
     assert_eq!(memory.max_context_that_fits, None);
-    let honest = plan(&[hub(NANO)], &options(r#"{"context": 8192, "devices": "h100-80gb:1"}"#));
+    let honest = plan(&[hub(NANO)], &options(r#"{"context": 8192, "devices": "h100-80gb:1"}"#)).expect("valid options");
     assert_eq!(honest.memory.as_ref().expect("memory").fits, Some(true));
 }
 
@@ -406,13 +406,13 @@ fn nemotron_h_values_the_planner_does_not_model_are_refused() {
 #[test]
 fn nemotron_h_ggufs_plan_under_llama_cpp() {
     for repo in [NANO, H56] {
-        let v = plan(&[hub(repo)], &PlanOptions::default());
+        let v = plan(&[hub(repo)], &PlanOptions::default()).expect("valid options");
         let arch = v.artifacts[0].architecture.as_ref().expect("architecture");
         assert_eq!(
             (arch.family.as_str(), arch.model_type.as_str()),
             ("nemotron_h", "nemotron_h")
         );
-        let v = plan(&[hub(repo)], &options(r#"{"context": 4096}"#));
+        let v = plan(&[hub(repo)], &options(r#"{"context": 4096}"#)).expect("valid options");
         let memory = v.memory.as_ref().expect("memory");
         assert_eq!(memory.engine.name, "llama.cpp", "{repo}");
     }

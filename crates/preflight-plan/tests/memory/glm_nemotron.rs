@@ -73,7 +73,7 @@ fn nemotron_h_ssm_state_dtype_follows_a_pinned_mamba_ssm_cache_dtype() {
         let mut facts = hub(NEMOTRON);
         let config = facts.config.as_mut().expect("config");
         config.raw.insert("mamba_ssm_cache_dtype".into(), json!(dtype));
-        let v = plan(&[facts], &options(r#"{"context": 8192}"#));
+        let v = plan(&[facts], &options(r#"{"context": 8192}"#)).expect("valid options");
         assert!(v.admissible, "{dtype}: {:?}", codes(&v, 0));
         let m = v.artifacts[0].memory.as_ref().expect("memory");
         // The conv state stays in the model dtype; only the SSM state changes width.
@@ -153,7 +153,7 @@ fn glm_5_2_indexer_schedule_derives_from_freq_and_offset_without_indexer_types()
     let mut facts = hub(GLM5);
     let config = facts.config.as_mut().expect("config");
     config.raw.remove("indexer_types");
-    let v = plan(&[facts], &options(r#"{"context": 4096}"#));
+    let v = plan(&[facts], &options(r#"{"context": 4096}"#)).expect("valid options");
     assert!(v.admissible, "{:?}", codes(&v, 0));
     let m = v.artifacts[0].memory.as_ref().expect("memory");
     assert_eq!(m.kv_cache_bytes_per_token, 92_628);
@@ -281,7 +281,7 @@ fn glm4moe_gguf() -> preflight_formats::facts::ArtifactFacts {
 
 #[test]
 fn a_glm4moe_gguf_counts_its_nextn_block_as_mtp_and_caches_the_main_stack_only() {
-    let v = plan(&[glm4moe_gguf()], &options(r#"{"context": 4096}"#));
+    let v = plan(&[glm4moe_gguf()], &options(r#"{"context": 4096}"#)).expect("valid options");
     let a = &v.artifacts[0];
     assert!(v.admissible, "{:#?}", a.findings);
     let arch = a.architecture.as_ref().expect("architecture");

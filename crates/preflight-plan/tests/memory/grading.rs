@@ -20,7 +20,7 @@ fn with_keys(repo: &str, keys: &[(&str, Value)]) -> Verdict {
     for (key, value) in keys {
         config.raw.insert((*key).to_owned(), value.clone());
     }
-    plan(&[facts], &PlanOptions::default())
+    plan(&[facts], &PlanOptions::default()).expect("valid options")
 }
 
 /// The finding about `subject`: its code and severity.
@@ -133,7 +133,7 @@ fn expected_kinds(expected: &Value) -> Vec<String> {
 fn modelopt_mixed_precision_plans_exactly() {
     let repo = "nvidia/Qwen3.6-27B-NVFP4";
     let expected = release_day(repo);
-    let v = plan(&[hub(repo)], &PlanOptions::default());
+    let v = plan(&[hub(repo)], &PlanOptions::default()).expect("valid options");
     assert!(v.admissible, "{:#?}", v.artifacts[0].findings);
     let a = &v.artifacts[0];
     assert_eq!(a.tensor_elements_by_dtype, elements(&expected, "elements_by_dtype"));
@@ -158,7 +158,7 @@ fn modelopt_mixed_precision_plans_exactly() {
 fn modelopt_fp8_in_config_json_plans_exactly() {
     let repo = "Qwen/Qwen3-32B-FP8-Static-PerTensor";
     let expected = release_day(repo);
-    let v = plan(&[hub(repo)], &PlanOptions::default());
+    let v = plan(&[hub(repo)], &PlanOptions::default()).expect("valid options");
     assert!(v.admissible, "{:?}", codes(&v, 0));
     let a = &v.artifacts[0];
     assert_eq!(a.tensor_elements_by_dtype, elements(&expected, "elements_by_dtype"));
@@ -183,7 +183,7 @@ fn modelopt_algorithms_come_from_its_own_list() {
         let mut facts = hub("Qwen/Qwen3-32B-FP8-Static-PerTensor");
         let config = facts.config.as_mut().expect("config");
         config.raw["quantization_config"]["quant_algo"] = json!(algo);
-        plan(&[facts], &PlanOptions::default())
+        plan(&[facts], &PlanOptions::default()).expect("valid options")
     };
     for (algo, code) in [
         ("NVFP4_AWQ", "quantization.unsupported"),
@@ -218,7 +218,7 @@ const QWEN35_GGUF: &str = "Qwen/Qwen3.5-0.8B-GGUF";
 #[test]
 fn qwen35_gguf_plans_exactly() {
     let expected = release_day("Qwen/Qwen3.5-0.8B-GGUF/Qwen3.5-0.8B-Q8_0.gguf");
-    let v = plan(&[hub(QWEN35_GGUF)], &PlanOptions::default());
+    let v = plan(&[hub(QWEN35_GGUF)], &PlanOptions::default()).expect("valid options");
     assert!(v.admissible, "{:?}", v.artifacts[0].findings);
     let a = &v.artifacts[0];
     assert_eq!(a.tensor_elements_by_dtype, elements(&expected, "elements_by_type"));
@@ -245,7 +245,7 @@ fn gguf_with(key: &str, value: GgufValue) -> Verdict {
         panic!("gguf")
     };
     parts[0].header.kv.insert(key.to_owned(), value);
-    plan(&[facts], &PlanOptions::default())
+    plan(&[facts], &PlanOptions::default()).expect("valid options")
 }
 
 /// A key under `<arch>.` llama.cpp never reads for that architecture is info; one it reads and

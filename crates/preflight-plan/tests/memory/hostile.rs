@@ -48,6 +48,7 @@ fn llama_cpp_plan(facts: ArtifactFacts) -> Verdict {
         &[facts],
         &options(r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:1"}"#),
     )
+    .expect("valid options")
 }
 
 fn refused_with(verdict: &Verdict, code: &str, subject: &str) {
@@ -87,7 +88,8 @@ fn top_k_above_the_expert_count_in_a_config_is_refused_under_every_engine() {
                 &options(&format!(
                     r#"{{"engine": "{engine}", "context": 4096, "devices": "h100-80gb:1"}}"#
                 )),
-            );
+            )
+            .expect("valid options");
             refused_with(&verdict, "config.invalid_value", "num_experts_per_tok");
         }
     }
@@ -176,7 +178,8 @@ fn an_open_device_count_replays_the_llama_cpp_graph_once_per_distinct_shape() {
     let verdict = plan(
         &[facts],
         &options(r#"{"engine": "llama.cpp", "context": 32768, "devices": "1KiB"}"#),
-    );
+    )
+    .expect("valid options");
     let replays = preflight_plan::replays_on_this_thread() - before;
     let memory = verdict.memory.as_ref().expect("memory");
     assert_eq!(memory.fits, Some(false), "nothing fits on 1 KiB devices");
@@ -191,7 +194,8 @@ fn a_rope_factor_that_is_not_a_sane_number_is_blocking() {
     for factor in [json!("NaN"), json!("Infinity"), json!(-8.0), json!(1e308)] {
         let rope = json!({"rope_type": "linear", "factor": factor});
         let facts = with_config(hub("Qwen/Qwen3-8B"), "rope_scaling", rope);
-        let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "h100-80gb:1"}"#));
+        let verdict =
+            plan(&[facts], &options(r#"{"context": 4096, "devices": "h100-80gb:1"}"#)).expect("valid options");
         refused_with(&verdict, "config.unsupported_value", "rope_scaling");
     }
 }
@@ -199,11 +203,11 @@ fn a_rope_factor_that_is_not_a_sane_number_is_blocking() {
 #[test]
 fn a_context_past_two_to_the_32_is_not_a_real_model() {
     let facts = with_config(hub("Qwen/Qwen3-8B"), "max_position_embeddings", json!(1u64 << 63));
-    let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "h100-80gb:1"}"#));
+    let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "h100-80gb:1"}"#)).expect("valid options");
     refused_with(&verdict, "config.invalid_value", "max_position_embeddings");
     // At the bound itself, the longest context that fits is within it too.
     let facts = with_config(hub("Qwen/Qwen3-8B"), "max_position_embeddings", json!(1u64 << 32));
-    let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "1024TiB:1"}"#));
+    let verdict = plan(&[facts], &options(r#"{"context": 4096, "devices": "1024TiB:1"}"#)).expect("valid options");
     let longest = verdict
         .memory
         .as_ref()

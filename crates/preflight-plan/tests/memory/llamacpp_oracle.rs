@@ -93,7 +93,7 @@ fn predict(row: &Value) -> Predicted {
         row["swa_full"],
     );
     let file = row["gguf_file"].as_str().expect("file");
-    let verdict = plan(&[facts(file)], &options(&json));
+    let verdict = plan(&[facts(file)], &options(&json)).expect("valid options");
     // Headers of files llama.cpp loaded: every check the planner makes of a GGUF (shapes
     // against keys, each block's tensors against its kind) passes on them.
     let blocking: Vec<_> = verdict.artifacts[0]
@@ -203,7 +203,7 @@ fn every_measured_row_matches_what_llama_cpp_allocated() {
 fn offloaded(gpu_layers: Option<u64>) -> preflight_plan::ArtifactMemory {
     let knob = gpu_layers.map_or(String::new(), |n| format!(r#", "gpu_layers": {n}"#));
     let json = format!(r#"{{"engine": "llama.cpp", "context": 4096, "devices": "l4:1"{knob}}}"#);
-    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(&json));
+    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(&json)).expect("valid options");
     verdict.artifacts[0].memory.clone().expect("memory")
 }
 
@@ -247,7 +247,7 @@ fn layers_gpu_layers_leaves_behind_stay_in_host_ram_with_their_kv() {
 #[test]
 fn without_devices_everything_is_in_host_ram() {
     let json = r#"{"engine": "llama.cpp", "context": 4096}"#;
-    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json));
+    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json)).expect("valid options");
     let m = verdict.artifacts[0].memory.clone().expect("memory");
     assert_eq!(m.host_bytes, Some(m.total_bytes));
 }
@@ -257,7 +257,7 @@ fn several_devices_split_the_offloaded_layers_between_them() {
     // llama.cpp's default `--split-mode layer`: each of two devices holds half the offloaded
     // weights and half the KV, and a compute buffer of its own.
     let json = r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:2"}"#;
-    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json));
+    let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json)).expect("valid options");
     let m = verdict.artifacts[0].memory.clone().expect("memory");
     let rank = m.per_rank.clone().expect("per rank");
     assert_eq!(rank.weights_bytes, (m.weights_bytes - LLAMA_TOKEN_EMBD).div_ceil(2));
@@ -270,7 +270,7 @@ fn any_device_count_splits_layers_where_tensor_parallelism_could_not() {
     // gemma-3-1b's 4 heads and one KV head do not split three ways as tensors; llama.cpp
     // splits layers, so three devices are a plan, not a refusal.
     let json = r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:3"}"#;
-    let verdict = plan(&[facts("gemma-3-1b-it-Q4_K_M-like.gguf")], &options(json));
+    let verdict = plan(&[facts("gemma-3-1b-it-Q4_K_M-like.gguf")], &options(json)).expect("valid options");
     let codes: Vec<&str> = verdict.artifacts[0].findings.iter().map(|f| f.code.as_str()).collect();
     assert!(!codes.contains(&"memory.tensor_parallel_invalid"), "{codes:?}");
     let m = verdict.artifacts[0].memory.clone().expect("memory");

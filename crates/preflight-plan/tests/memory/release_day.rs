@@ -16,6 +16,10 @@ use crate::support::{codes, fixtures, hub, options, plan_with};
 const MTP_BUFFERS: &[(&str, u64)] = &[
     // mtp.layers.1.mixer.gate.e_score_correction_bias [512].
     ("nvidia/NVIDIA-Nemotron-3-Ultra-550B-A55B-FP8", 512),
+    // mtp.layers.1.mixer.gate.e_score_correction_bias [512].
+    ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", 512),
+    // mtp.layers.1.mixer.gate.e_score_correction_bias [128].
+    ("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4", 128),
     // mtp.0.ffn.gate.bias [384].
     ("deepseek-ai/DeepSeek-V4-Pro", 384),
 ];
@@ -25,6 +29,7 @@ const MTP_BUFFERS: &[(&str, u64)] = &[
 /// bias [1152] under `model.mm_projector.`.
 const VISION_UNLISTED: &[(&str, u64)] = &[
     ("moonshotai/Kimi-K2.5", 2 * 1152),
+    ("nvidia/Kimi-K2.6-NVFP4", 2 * 1152),
     ("nvidia/Kimi-K2.7-Code-NVFP4", 2 * 1152),
 ];
 
@@ -172,7 +177,7 @@ fn a_read_key_that_changes_the_computation_stays_blocking() {
         .as_object_mut()
         .expect("text_config")
         .insert("partial_rotary_factor".into(), json!(0.5));
-    let v = plan(&[facts], &options("{}"));
+    let v = plan(&[facts], &options("{}")).expect("valid options");
     assert!(!v.admissible);
     let unknown = v.artifacts[0]
         .findings
@@ -185,7 +190,7 @@ fn a_read_key_that_changes_the_computation_stays_blocking() {
     let mut facts = hub("deepseek-ai/DeepSeek-V4-Pro");
     let config = facts.config.as_mut().expect("config");
     config.raw.insert("num_key_value_heads".into(), json!(2));
-    let v = plan(&[facts], &options("{}"));
+    let v = plan(&[facts], &options("{}")).expect("valid options");
     assert!(!v.admissible);
     assert!(
         codes(&v, 0).contains(&"config.unsupported_value".to_owned()),

@@ -51,18 +51,15 @@ fn gpt_oss_mxfp4_runs_through_marlin_on_an_l4_and_dedicated_kernels_on_an_h100()
     let (l4, why) = on("openai/gpt-oss-20b", Some("l4"), Engine::Vllm);
     assert_eq!(l4, Support::Fallback);
     assert!(why.contains(&Code::RuntimeFallbackKernel), "{why:?}");
+    // vLLM 0.19 ships triton_kernels (vllm/third_party/triton_kernels): its OAI Triton MXFP4
+    // MoE takes 9.0 <= cc < 11.0 in every install, nothing optional to name.
     let (h100, why) = on("openai/gpt-oss-20b", Some("h100-80gb"), Engine::Vllm);
-    assert_eq!(h100, Support::Yes);
-    assert!(!why.contains(&Code::RuntimeFallbackKernel), "{why:?}");
-    // The default install takes FlashInfer's CUTLASS MoE on exactly 9.0; triton_kernels,
-    // which vLLM does not depend on, would be tried first: named, not assumed.
-    assert!(why.contains(&Code::RuntimeOptionalPackage), "{why:?}");
-    // On Blackwell FlashInfer's TRT-LLM MoE; on an RTX 5090 (12.0) the default install's next
-    // candidate has a compiled gate: unknown, with the package that would settle it named.
+    assert_eq!((h100, why), (Support::Yes, vec![]));
+    // On Blackwell FlashInfer's TRT-LLM MoE; an RTX 5090 (12.0) is past every native gate of
+    // 0.19 (TRT-LLM SM10x, Triton below 11.0, FlashInfer CUTLASS MXFP4xBF16 on 9.0): Marlin.
     assert_eq!(on("openai/gpt-oss-20b", Some("b200"), Engine::Vllm).0, Support::Yes);
     let (rtx, why) = on("openai/gpt-oss-20b", Some("rtx-5090=32GiB"), Engine::Vllm);
-    assert_eq!(rtx, Support::Unknown);
-    assert_eq!(why, [Code::RuntimeUnknown, Code::RuntimeOptionalPackage]);
+    assert_eq!((rtx, why), (Support::Fallback, vec![Code::RuntimeFallbackKernel]));
 }
 
 #[test]
@@ -95,9 +92,11 @@ fn fp8_is_a_weight_only_fallback_on_an_a100_and_native_on_an_h100() {
 }
 
 #[test]
-fn a_gguf_is_llama_cpps_and_not_vllms() {
+fn a_gguf_is_llama_cpps_and_vllms_gguf_loader_is_not_judged() {
+    // vLLM 0.19 has a GGUF loader (`gguf` is a quantization method and a load format); which
+    // GGUF architectures it maps is not read: unknown, never yes.
     let (vllm, why) = on("Qwen/Qwen3-8B-GGUF", None, Engine::Vllm);
-    assert_eq!((vllm, why), (Support::No, vec![Code::RuntimeFormatUnsupported]));
+    assert_eq!((vllm, why), (Support::Unknown, vec![Code::RuntimeUnknown]));
     assert_eq!(on("Qwen/Qwen3-8B-GGUF", None, Engine::LlamaCpp), (Support::Yes, vec![]));
     let verdict = plan_with(&["Qwen/Qwen3-8B-GGUF"], r#"{"devices": "l4"}"#);
     let llama = runtime(&verdict, Engine::LlamaCpp);
@@ -137,7 +136,7 @@ fn made_up(model_type: &str, class: &str) -> Verdict {
     });
     let header = preflight_testhub::facts::header([("model.embed_tokens.weight".to_owned(), "BF16", vec![32, 64])]);
     let facts = preflight_testhub::facts::single_file(Some(&config), header, None);
-    plan(&[facts], &options(r#"{"devices": "h100-80gb"}"#))
+    plan(&[facts], &options(r#"{"devices": "h100-80gb"}"#)).expect("valid options")
 }
 
 #[test]
@@ -170,7 +169,7 @@ fn without_devices_only_architecture_and_quantization_are_judged() {
     let verdict = plan_with(&["nvidia/DeepSeek-V3.2-NVFP4"], "{}");
     let vllm = runtime(&verdict, Engine::Vllm);
     assert_eq!((vllm.supported, vllm.per_device.len()), (Support::Yes, 0));
-    assert_eq!(vllm.version, "0.33.0");
+    assert_eq!(vllm.version, "0.19.0");
     assert_eq!(runtime(&verdict, Engine::Sglang).version, "0.5.23");
     assert_eq!(runtime(&verdict, Engine::Transformers).version, "5.24.0");
     // ModelOpt NVFP4 is not a transformers quantizer.
@@ -202,6 +201,7 @@ fn devices_without_a_capability_are_unknown_and_require_engine_is_answered() {
     // Requiring an engine is not a memory option.
     assert!(
         plan(&[hub("Qwen/Qwen3-8B-GGUF")], &options(r#"{"require_engine": "vllm"}"#))
+            .expect("valid options")
             .memory
             .is_none()
     );

@@ -52,7 +52,7 @@ pub fn options(json: &str) -> PlanOptions {
 
 pub fn plan_with(repos: &[&str], json: &str) -> Verdict {
     let facts: Vec<ArtifactFacts> = repos.iter().map(|r| hub(r)).collect();
-    plan(&facts, &options(json))
+    plan(&facts, &options(json)).expect("valid options")
 }
 
 /// One artifact's memory under these options.

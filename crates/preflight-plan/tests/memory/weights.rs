@@ -87,7 +87,7 @@ fn a_stored_copy_of_tied_embeddings_is_loaded_once() {
         ..embed
     });
     files[0].size = files[0].size.map(|s| s + size);
-    let v = plan(&[facts], &options(r#"{"sequences": 1}"#));
+    let v = plan(&[facts], &options(r#"{"sequences": 1}"#)).expect("valid options");
     assert!(codes(&v, 0).contains(&"weights.tied_stored".to_owned()));
     let a = &v.artifacts[0];
     assert_eq!(a.weights_bytes, stored_bytes("Qwen/Qwen3-0.6B", |_| true) + size);
@@ -164,28 +164,13 @@ fn deepseek_latent_down_projections_are_replicated() {
     );
 }
 
-#[test]
-fn a_degree_that_cannot_split_the_heads_is_a_blocking_finding() {
-    let v = plan_with(
-        &["meta-llama/Llama-3.1-8B"],
-        r#"{"context": 1024, "devices": "h100-80gb:3", "tensor_parallel": 3}"#,
-    );
-    assert!(codes(&v, 0).contains(&"memory.tensor_parallel_invalid".to_owned()));
-    assert!(!v.admissible);
-    let a = v.artifacts[0].memory.as_ref().expect("totals are still known");
-    assert!(a.per_rank.is_none());
-    let m = v.memory.as_ref().expect("system totals");
-    assert!(m.per_device.is_empty());
-    assert_eq!((m.fits, m.max_context_that_fits), (None, None));
-}
-
 /// A DeepSeek-V3 config that leaves `n_shared_experts` out gets the config class's default,
 /// one shared expert, as transformers builds it (the checkpoint stores one).
 #[test]
 fn deepseek_shared_experts_default_to_the_config_class_default() {
     let mut facts = hub("deepseek-ai/DeepSeek-V3");
     facts.config.as_mut().expect("config").raw.remove("n_shared_experts");
-    let v = plan(&[facts], &preflight_plan::PlanOptions::default());
+    let v = plan(&[facts], &preflight_plan::PlanOptions::default()).expect("valid options");
     assert!(v.admissible, "{:#?}", v.artifacts[0].findings);
     let moe = v.artifacts[0]
         .architecture

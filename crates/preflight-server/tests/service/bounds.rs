@@ -175,3 +175,28 @@ async fn devices_may_be_a_json_list() {
     assert_eq!(joined["serving"]["cached"], true, "one canonical form, one key");
     assert_eq!(joined["memory"], listed["memory"]);
 }
+
+/// A degree the model does not split is known only once its config is read: still the
+/// caller's mistake (400 on `tensor_parallel`, naming the degrees that do), never a verdict,
+/// and nothing is cached for it.
+#[tokio::test]
+async fn a_degree_the_model_cannot_split_is_400_after_staging() {
+    let s = server(&[]).await;
+    let options = json!({ "devices": "h100-80gb:3", "tensor_parallel": 3 });
+    for _ in 0..2 {
+        let body = json!({ "sources": ["hf://Qwen/Qwen3-0.6B"], "options": options });
+        let (status, _, v) = s.plan_with(body, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+        assert_eq!(v["error"]["field"], "tensor_parallel", "{v}");
+        let message = v["error"]["message"].as_str().expect("message");
+        assert!(
+            message.contains("degrees that split it and divide the 3 devices: 1"),
+            "{message}"
+        );
+    }
+    assert_eq!(
+        s.counts().plans,
+        2,
+        "the refusal is planned afresh each time, never served from a cache"
+    );
+}

@@ -24,7 +24,7 @@ async fn capabilities_and_the_router_agree() {
         (h100["compute_capability"].as_u64(), h100["memory_bytes"].as_u64()),
         (Some(90), Some(80 << 30))
     );
-    assert_eq!(caps["engines"]["vllm"], "0.33.0");
+    assert_eq!(caps["engines"]["vllm"], "0.19.0");
     let routes = caps["routes"].as_array().expect("routes");
     assert!(!routes.is_empty());
     for route in routes {

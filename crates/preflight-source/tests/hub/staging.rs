@@ -16,7 +16,7 @@ async fn deepseek_v3_in_shards_plus_four_requests_and_near_minimal_bytes() {
     let (facts, probes) = plan_source(&client, "hf://deepseek-ai/DeepSeek-V3")
         .await
         .expect("stage");
-    let verdict = plan(std::slice::from_ref(&facts), &PlanOptions::default());
+    let verdict = plan(std::slice::from_ref(&facts), &PlanOptions::default()).expect("valid options");
     assert!(verdict.admissible);
     assert_eq!(
         verdict.artifacts[0].parameters.total - verdict.artifacts[0].parameters.by_component[&Component::Mtp],
@@ -129,7 +129,11 @@ async fn gated_repo_fails_clearly_without_a_token_and_works_with_one() {
     let (facts, _) = plan_source(&granted, "hf://meta-llama/Llama-3.1-8B")
         .await
         .expect("with a token");
-    assert!(plan(&[facts], &PlanOptions::default()).admissible);
+    assert!(
+        plan(&[facts], &PlanOptions::default())
+            .expect("valid options")
+            .admissible
+    );
     // The token went to the Hub, never to the CDN origin.
     let log = hub.requests();
     assert!(log.iter().filter(|r| r.origin == Origin::Cdn).all(|r| !r.authorization));
@@ -181,7 +185,7 @@ async fn a_gguf_file_source_reads_its_header_in_growing_chunks() {
         .await
         .expect("stage");
     assert_eq!(probes, 1);
-    let verdict = plan(std::slice::from_ref(&facts), &PlanOptions::default());
+    let verdict = plan(std::slice::from_ref(&facts), &PlanOptions::default()).expect("valid options");
     assert!(verdict.admissible, "{:#?}", verdict.artifacts[0].findings);
     assert_eq!(verdict.artifacts[0].parameters.total, 8_190_735_360);
     assert_eq!(facts.staging.header_bytes, 7_302_665);

@@ -146,7 +146,8 @@ fn a_directory_without_a_checkpoint_is_bad_input() {
 fn require_engine_exits_four_when_the_engine_does_not_run_it() {
     let gguf = fixtures().join("local/tiny-llama-f32.gguf");
     let gguf = gguf.to_str().expect("utf8");
-    // vLLM has no GGUF loader: admissible, but the required engine does not run it.
+    // vLLM's GGUF loader is not judged (unknown): admissible, but the required engine is not
+    // known to run it.
     let out = preflight(&["plan", gguf, "--require-engine", "vllm"]);
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
@@ -154,7 +155,7 @@ fn require_engine_exits_four_when_the_engine_does_not_run_it() {
     // One line per engine, with the first reason.
     assert!(
         text.lines()
-            .any(|l| l.contains("vLLM 0.33.0") && l.contains("✗ no") && l.contains("runtime.format_unsupported")),
+            .any(|l| l.contains("vLLM 0.19.0") && l.contains("? unknown") && l.contains("runtime.unknown")),
         "{text}"
     );
     assert!(
@@ -168,7 +169,7 @@ fn require_engine_exits_four_when_the_engine_does_not_run_it() {
         v["require_engine"],
         serde_json::json!({"engine": "llama_cpp", "met": true})
     );
-    assert_eq!(v["artifacts"][0]["runtimes"]["vllm"]["supported"], "no");
+    assert_eq!(v["artifacts"][0]["runtimes"]["vllm"]["supported"], "unknown");
     assert!(v.get("memory").is_none(), "requiring an engine asks for no memory plan");
     // An inadmissible checkpoint is 1 whatever the engine says.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -182,4 +183,32 @@ fn require_engine_exits_four_when_the_engine_does_not_run_it() {
     assert_eq!(out.status.code(), Some(1));
     let out = preflight(&["plan", gguf, "--require-engine", "tgi"]);
     assert_eq!(out.status.code(), Some(2), "an unknown engine is bad usage");
+}
+
+/// `--engine llama.cpp` on safetensors: the memory would fit, the engine cannot load it —
+/// the headline says it does not run, and the exit status is 4, never 0.
+#[test]
+fn an_engine_that_cannot_load_the_checkpoint_exits_four() {
+    let dir = fixtures().join("local/tiny-llama");
+    let args = [
+        "plan",
+        dir.to_str().expect("utf8"),
+        "--devices",
+        "h100-80gb:1",
+        "--engine",
+        "llama.cpp",
+    ];
+    let out = preflight(&args);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("llama.cpp"), "{text}");
+    assert!(text.contains("DOES NOT RUN IT"), "{text}");
+    assert!(!text.contains("FITS ·"), "{text}");
+    let out = preflight(&[&args[..], &["--json"]].concat());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["memory"]["fits"], false);
+    assert_eq!(
+        v["memory"]["does_not_run"]["finding"]["code"],
+        "runtime.format_unsupported"
+    );
 }

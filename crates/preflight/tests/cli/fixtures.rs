@@ -10,7 +10,7 @@ use crate::support::{all_repos, expected, fixtures, materialize};
 
 fn plan_path(path: &std::path::Path) -> Verdict {
     let facts = preflight_source::local::stage(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    plan(&[facts], &PlanOptions::default())
+    plan(&[facts], &PlanOptions::default()).expect("valid options")
 }
 
 fn counts(v: &Value) -> BTreeMap<String, u64> {

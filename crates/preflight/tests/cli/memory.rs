@@ -117,20 +117,33 @@ fn bad_memory_options_exit_two_before_reading_anything() {
     }
 }
 
+/// A degree the model does not split is a usage error naming the degrees that do — not a
+/// verdict that the checkpoint is inadmissible.
 #[test]
-fn a_degree_that_cannot_split_the_model_is_inadmissible() {
-    let out = preflight(&[
+fn a_degree_that_cannot_split_the_model_is_bad_usage() {
+    let args = [
         "plan",
         &local("tiny-llama"),
         "--devices",
         "l4:3",
         "--tensor-parallel",
         "3",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("memory.tensor_parallel_invalid"), "{text}");
-    assert!(text.contains("see the tensor-parallel finding"), "{text}");
+    ];
+    let out = preflight(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid --tensor-parallel: 3-way tensor parallelism cannot split"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("degrees that split it and divide the 3 devices: 1"),
+        "{stderr}"
+    );
+    let out = preflight(&[&args[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("an error document");
+    assert_eq!(v["error"]["code"], "invalid_options", "{v}");
 }
 
 #[test]
