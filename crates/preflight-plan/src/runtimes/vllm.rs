@@ -137,8 +137,8 @@ pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> O
     // Sparse always, or (`deepseek_v2.py`: `is_sparse=self.is_v32`) when the config has
     // `index_topk`, which the planner reads as an MLA indexer.
     let always_sparse = registered.is_some_and(|a| a.has("sparse_mla"));
-    let sparse_mla = always_sparse
-        || registered.is_some_and(|a| a.has("sparse_mla_if_index_topk") && subject.sparse_mla());
+    let sparse_mla =
+        always_sparse || registered.is_some_and(|a| a.has("sparse_mla_if_index_topk") && subject.sparse_mla());
     let why_sparse = if always_sparse {
         "builds its MLA with use_sparse=True"
     } else {
