@@ -61,7 +61,9 @@ catalogue! {
     /// quantization method or layer type).
     ConfigUnsupportedValue => ("config.unsupported_value", Blocking),
     /// config.json and the tensors disagree about a shape (e.g. `vocab_size` vs the
-    /// embedding's rows, `num_key_value_heads × head_dim` vs k_proj's rows).
+    /// embedding's rows, `num_key_value_heads × head_dim` vs k_proj's rows), or a GGUF's keys
+    /// make a block another kind than its tensors (a Nemotron-H block whose `head_count_kv`
+    /// says attention, holding Mamba2 `ssm_*` tensors).
     ConfigShapeMismatch => ("config.shape_mismatch", Blocking),
     /// The layers present in the tensors are not the layers config.json declares.
     ConfigLayerCountMismatch => ("config.layer_count_mismatch", Blocking),

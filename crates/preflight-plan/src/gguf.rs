@@ -127,6 +127,7 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     };
     if let Some(model) = model.as_mut() {
         gguf_layer_check(&records, model, findings);
+        gguf_layer_kind_check(&records, &shapes, model, findings);
         let all: Vec<&gguf::TensorInfo> = parts.iter().flat_map(|p| &p.header.tensors).collect();
         let tensor = |i: u32| all[i as usize];
         gguf_shape_check(&records, &shapes, model, &rules, &first.header.kv, tensor, findings);
@@ -166,12 +167,118 @@ fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) 
     }
 }
 
+/// Each main-stack block's tensors against the kind of layer the key/values make it: a
+/// hybrid's keys decide per block which mixer it runs (Nemotron-H: `head_count_kv` and
+/// `feed_forward_length` per block; Qwen3.5: `full_attention_interval`), and llama.cpp loads
+/// per block only the tensors of that kind, so a header whose keys name another kind than its
+/// tensors would be planned with the wrong cache. Softmax-attention, linear-attention and
+/// Mamba tensors belong to layers of that mixer, and each such layer has some; routed experts
+/// sit exactly in the MoE layers.
+fn gguf_layer_kind_check(records: &[Record], shapes: &Shapes, model: &Model, findings: &mut Findings) {
+    use crate::model::Mixer;
+    let main = model.layers.len();
+    let kind_of = |mixer: &Mixer| -> Option<Component> {
+        match mixer {
+            Mixer::Attention { .. } => Some(Component::Attention),
+            Mixer::LinearAttention { .. } => Some(Component::LinearAttention),
+            Mixer::Mamba { .. } => Some(Component::Mamba),
+            _ => None,
+        }
+    };
+    let is_moe = |layer: usize| {
+        model
+            .moe
+            .as_ref()
+            .is_some_and(|m| !m.dense_layers.contains(&(layer as u64)))
+    };
+    // Per block: which checked components it holds.
+    let mut held: Vec<[bool; 4]> = vec![[false; 4]; main];
+    const CHECKED: [Component; 4] = [
+        Component::Attention,
+        Component::LinearAttention,
+        Component::Mamba,
+        Component::Experts,
+    ];
+    // (block, component) of the first misplaced tensor of each component, and its name.
+    let mut misplaced: BTreeMap<Component, (usize, &str)> = BTreeMap::new();
+    for record in records {
+        let Kind::Param { component, .. } = record.kind else {
+            continue;
+        };
+        let Some(slot) = CHECKED.iter().position(|c| *c == component) else {
+            continue;
+        };
+        let Some(layer) = record.position.layer().map(|l| l as usize).filter(|l| *l < main) else {
+            continue;
+        };
+        held[layer][slot] = true;
+        let fits = match component {
+            Component::Experts => is_moe(layer),
+            _ => kind_of(&model.layers[layer]) == Some(component),
+        };
+        if !fits {
+            misplaced
+                .entry(component)
+                .or_insert((layer, shapes.name(record.shape_id)));
+        }
+    }
+    // The wire names: `attention`, `mamba`, …; `full`, `none`, … for a layer's kind.
+    let wire = |value: serde_json::Value, field: Option<&str>| {
+        let value = match field {
+            Some(field) => value.get(field).cloned().unwrap_or_default(),
+            None => value,
+        };
+        value.as_str().unwrap_or("other").to_owned()
+    };
+    let name_of = |c: Component| wire(serde_json::to_value(c).unwrap_or_default(), None);
+    for (component, (layer, name)) in misplaced {
+        let kind = wire(
+            serde_json::to_value(model.layers[layer].wire()).unwrap_or_default(),
+            Some("kind"),
+        );
+        let what = match component {
+            Component::Experts => "routed experts in a block the key/values do not make a MoE layer".to_owned(),
+            _ => format!(
+                "`{}` tensors in a block the key/values make a `{kind}` layer",
+                name_of(component)
+            ),
+        };
+        findings.push(
+            Code::ConfigShapeMismatch,
+            name.replacen(".N.", &format!(".{layer}."), 1),
+            format!("{what}: llama.cpp loads a block's tensors by its kind"),
+        );
+    }
+    let mut missing: BTreeMap<Component, (usize, u64)> = BTreeMap::new();
+    for (layer, mixer) in model.layers.iter().enumerate() {
+        let expected = [kind_of(mixer), is_moe(layer).then_some(Component::Experts)];
+        for component in expected.into_iter().flatten() {
+            let slot = CHECKED.iter().position(|c| *c == component).unwrap_or(0);
+            if !held[layer][slot] {
+                missing.entry(component).or_insert((layer, 0)).1 += 1;
+            }
+        }
+    }
+    for (component, (layer, count)) in missing {
+        let finding = findings.push(
+            Code::ConfigShapeMismatch,
+            format!("blk.{layer}"),
+            format!(
+                "{count} block(s) whose key/values call for `{}` tensors hold none (the first: block {layer})",
+                name_of(component)
+            ),
+        );
+        finding.observed = Some(count.into());
+    }
+}
+
 /// The key/values against the tensors they size, as safetensors shapes are checked against
 /// config.json: a header whose keys understate its tensors (one KV head of dimension 1 beside
 /// K projections of 8 × 128) would otherwise plan a cache a thousand times too small. GGUF
 /// dimensions run innermost first: a projection is `[inputs, outputs]`. A family's own rule
-/// for a tensor and dimension (`rules`, in GGUF order) replaces the generic one (Qwen3.5's
-/// `attn_q` carries the output gate: twice the heads).
+/// for a tensor and dimension (`rules`, in GGUF order, matched as patterns) replaces the
+/// generic one (Qwen3.5's `attn_q` carries the output gate: twice the heads) or checks a
+/// dimension nothing generic does (Nemotron-H's `ssm_*` tensors against `ssm.*`).
 fn gguf_shape_check<'t>(
     records: &[Record],
     shapes: &Shapes,
@@ -197,6 +304,7 @@ fn gguf_shape_check<'t>(
     let moe = model.moe.as_ref();
     let expert_width = moe.and_then(|m| m.expert_intermediate_size);
     let mut errors: BTreeMap<(String, usize), (u64, u64, &'static str, &str)> = BTreeMap::new();
+    let mut family_rules: FastMap<ShapeId, Vec<(usize, u64, &'static str)>> = FastMap::default();
     for record in records {
         let Kind::Param { .. } = record.kind else {
             continue;
@@ -294,11 +402,22 @@ fn gguf_shape_check<'t>(
             }
             _ => {}
         }
+        // The family's rules for this name, decided once per shape: each replaces the generic
+        // check of its dimension, or adds one where there is none.
+        let family = family_rules.entry(record.shape_id).or_insert_with(|| {
+            rules
+                .iter()
+                .filter(|r| pattern_matches(r.pattern, name))
+                .map(|r| (r.dim, r.value, r.keys))
+                .collect()
+        });
+        for &(dim, value, keys) in family.iter() {
+            match expect.iter_mut().find(|(d, _, _)| *d == dim) {
+                Some(slot) => *slot = (dim, Some(value), keys),
+                None => expect.push((dim, Some(value), keys)),
+            }
+        }
         for (dim, value, keys) in expect {
-            let (value, keys) = match rules.iter().find(|r| r.pattern == name && r.dim == dim) {
-                Some(rule) => (Some(rule.value), rule.keys),
-                None => (value, keys),
-            };
             let Some(value) = value else { continue };
             let found = tensor(record.tensor).dims.get(dim).copied();
             if found != Some(value) {
@@ -398,6 +517,24 @@ impl GgufReader<'_> {
         format!("{}{key}", self.prefix)
     }
 
+    /// Whether the architecture's namespace has the key, of any type.
+    pub fn has(&self, key: &str) -> bool {
+        self.kv.contains_key(&self.key(key))
+    }
+
+    /// A value the planner reads and does not model: refused with a finding naming the key.
+    pub fn unsupported(&mut self, key: &str, detail: impl Into<String>) {
+        let full = self.key(key);
+        let observed = self.kv.get(&full).and_then(|v| match v {
+            Value::UInt(n) => Some(serde_json::Value::from(*n)),
+            Value::Int(n) => Some(serde_json::Value::from(*n)),
+            Value::Bool(b) => Some(serde_json::Value::from(*b)),
+            _ => None,
+        });
+        let finding = self.findings.push(Code::ConfigUnsupportedValue, full, detail);
+        finding.observed = observed;
+    }
+
     /// Grade every key: the architecture's namespace against llama.cpp's common keys and
     /// the family's own; other namespaces only as metadata.
     fn grade(&mut self, family_keys: &[(&str, Grade)]) {
@@ -485,6 +622,33 @@ impl GgufReader<'_> {
             }
             _ => self.opt(key).map(|n| vec![n; layers as usize]),
         }
+    }
+
+    /// A per-layer flag (`get_key_or_arr` into a `bool` array): one bool for every layer, or an
+    /// array of one per layer. `None` when absent; an array of another length, or of anything
+    /// but bools, is a finding (and reads as absent).
+    pub fn per_layer_flags(&mut self, key: &str, layers: u64) -> Option<Vec<bool>> {
+        let full = self.key(key);
+        let flags: Option<Vec<bool>> = match self.kv.get(&full)? {
+            Value::Bool(b) => Some(vec![*b; layers as usize]),
+            Value::Array(values) => values
+                .iter()
+                .map(|v| match v {
+                    Value::Bool(b) => Some(*b),
+                    _ => None,
+                })
+                .collect::<Option<Vec<bool>>>()
+                .filter(|v| v.len() as u64 == layers),
+            _ => None,
+        };
+        if flags.is_none() {
+            self.findings.push(
+                Code::ConfigInvalidValue,
+                full,
+                format!("expected one bool per block ({layers})"),
+            );
+        }
+        flags
     }
 
     /// The vocabulary: `<arch>.vocab_size`, else the tokenizer's token count.

@@ -87,6 +87,12 @@ pub const TENSORS: &[TensorGroup] = &[
         SharedExperts,
     ),
     group("blk.N.exp_probs_b.bias", Buffer),
+    // An MTP (`nextn`) block's own tensors (`LLM_TENSOR_NEXTN_*`, llama-arch.cpp), beside the
+    // decoder-block tensors it shares names with.
+    group(
+        "blk.N.nextn.{eh_proj,enorm,hnorm,shared_head_norm,embed_tokens,shared_head_head}.weight",
+        Mtp,
+    ),
 ];
 
 /// llama.cpp names of tensors every tensor-parallel rank holds whole, beyond norms, routers
@@ -140,6 +146,22 @@ pub fn file_type_name(file_type: u64) -> Option<&'static str> {
 /// A decoder's dimensions from the standard keys; `head_dim` defaults to hidden/heads as
 /// llama.cpp's loader does (`n_embd_head_k`).
 pub fn read_dims(kv: &mut GgufReader) -> Option<(Dims, Option<Vec<u64>>, u64)> {
+    let (dims, per_layer, v_head_dim) = read_dims_per_layer(kv)?;
+    Some((dims, per_layer.kv_heads, v_head_dim))
+}
+
+/// The per-block arrays `llama_model_base::load_hparams` reads with `get_key_or_arr`
+/// (llama-model.cpp:1387-1396), as declared: `None` where the key is absent, or is an array of
+/// another length (a finding then says so).
+pub struct PerLayer {
+    /// `attention.head_count_kv` (`n_head_kv_arr`).
+    pub kv_heads: Option<Vec<u64>>,
+    /// `feed_forward_length` (`n_ff_arr`).
+    pub ffn: Option<Vec<u64>>,
+}
+
+/// [`read_dims`], with the per-block arrays a hybrid decides its layers by.
+pub fn read_dims_per_layer(kv: &mut GgufReader) -> Option<(Dims, PerLayer, u64)> {
     let layers = kv.layers("block_count");
     let hidden = kv.required("embedding_length");
     let heads = kv.required("attention.head_count");
@@ -153,6 +175,7 @@ pub fn read_dims(kv: &mut GgufReader) -> Option<(Dims, Option<Vec<u64>>, u64)> {
         .unwrap_or(heads);
     let head_dim = kv.opt("attention.key_length").unwrap_or(hidden / heads);
     let v_head_dim = kv.opt("attention.value_length").unwrap_or(head_dim);
+    let ffn = kv.per_layer("feed_forward_length", layers);
     let dims = Dims {
         layers,
         hidden,
@@ -163,14 +186,15 @@ pub fn read_dims(kv: &mut GgufReader) -> Option<(Dims, Option<Vec<u64>>, u64)> {
         context,
         tie: false,
         dtype: None,
-        intermediate: kv
-            .per_layer("feed_forward_length", layers)
-            .and_then(|v| v.into_iter().max())
-            .filter(|n| *n > 0),
+        intermediate: ffn.as_ref().and_then(|v| v.iter().copied().max()).filter(|n| *n > 0),
         // llama.cpp ropes in the graph and keeps no table.
         rope: Vec::new(),
     };
-    Some((dims, kv_per_layer, v_head_dim))
+    let per_layer = PerLayer {
+        kv_heads: kv_per_layer,
+        ffn,
+    };
+    Some((dims, per_layer, v_head_dim))
 }
 
 /// MoE settings from the standard keys.

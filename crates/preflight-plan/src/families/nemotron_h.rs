@@ -19,6 +19,10 @@
 //! Grades cite transformers 5.24.0 (`configuration_nemotron_h.py`,
 //! `modeling_nemotron_h.py`) and vLLM 0.19.0 (`nemotron_h.py`,
 //! `transformers_utils/configs/nemotron_h.py`).
+//!
+//! GGUF form: llama.cpp's `nemotron_h` and `nemotron_h_moe` (one loader for both,
+//! `llama_model_nemotron_h`; `_moe` reuses it, `src/models/models.h:1545-1549`), read from the
+//! keys that loader reads; see [`normalize_gguf`].
 
 use super::*;
 use crate::model::StateDtype;
@@ -147,10 +151,366 @@ pub static FAMILY: Family = Family {
         Mtp,
     )],
     normalize,
+    gguf: Some(Gguf {
+        // `llm_arch_name` (llama-arch.cpp:94-95). Both are the transformers `nemotron_h`: the
+        // converter picks `_moe` when the config has `num_experts_per_tok`
+        // (conversion/nemotron.py:221-227).
+        architectures: &[("nemotron_h", "nemotron_h"), ("nemotron_h_moe", "nemotron_h")],
+        keys: GGUF_KEYS,
+        tensors: GGUF_TENSORS,
+        normalize: normalize_gguf,
+    }),
     ..Family::BASE
 };
 
-/// One block's kind.
+/// Keys under `<arch>.` beyond llama.cpp's common ones that `load_arch_hparams` reads
+/// (llama-cpp-python 0.3.36 `src/models/nemotron-h.cpp:5-47`).
+const GGUF_KEYS: &[(&str, Grade)] = &[
+    // `ssm_d_conv`, `ssm_d_inner` (Mamba heads × head width), `ssm_d_state`, `ssm_dt_rank`
+    // (the Mamba heads: the converter writes `mamba_num_heads` there,
+    // conversion/granite.py:501-503), `ssm_n_group` (l.6-10).
+    ("ssm.conv_kernel", Grade::Consumed),
+    ("ssm.inner_size", Grade::Consumed),
+    ("ssm.state_size", Grade::Consumed),
+    ("ssm.time_step_rank", Grade::Consumed),
+    ("ssm.group_count", Grade::Consumed),
+    // The routed experts' width over `moe_latent_size` instead of the hidden size (l.29, 64).
+    ("moe_latent_size", Grade::Consumed),
+];
+
+/// llama.cpp's names for the Mamba2 blocks' tensors (`LLM_TENSOR_SSM_*`, llama-arch.cpp), the
+/// routed experts' latent projections and the MTP block's own (`LLM_TENSOR_NEXTN_*`).
+const GGUF_TENSORS: &[TensorGroup] = &[
+    group("blk.N.{ssm_in,ssm_conv1d,ssm_out}.weight", Mamba),
+    group("blk.N.{ssm_conv1d,ssm_dt}.bias", Mamba),
+    group("blk.N.{ssm_a,ssm_d}", Mamba),
+    group("blk.N.ssm_norm.weight", Norm),
+    group("blk.N.{ffn_latent_down,ffn_latent_up}.weight", Mlp),
+];
+
+/// A `nemotron_h` / `nemotron_h_moe` GGUF, as `llama_model_nemotron_h` reads it
+/// (llama-cpp-python 0.3.36, `src/models/nemotron-h.cpp`). Each block's kind is not a key of
+/// its own: it follows from the per-block `attention.head_count_kv` and
+/// `feed_forward_length` arrays (`load_hparams`, llama-model.cpp:1387-1396), as the converter
+/// writes them (0 where a block has no attention, 0 where it has no MLP:
+/// conversion/granite.py:505-512, conversion/nemotron.py:336-346):
+/// - recurrent (Mamba2) when both are 0 (`is_recr_impl`, nemotron-h.cpp:12-16);
+/// - attention when only `feed_forward_length` is 0 (l.102);
+/// - else a feed-forward block: routed experts with a shared expert when `expert_count` is
+///   set, a dense relu² MLP when not (l.111-136). Neither mixes tokens: kind `none`.
+///
+/// Memory is llama.cpp's hybrid (`llama_memory_hybrid`, llama-model.cpp:2691-2697 and
+/// 2756-2773): a KV cache for the attention blocks, and for the Mamba2 blocks r/s rows in F32
+/// of `(ssm_d_conv − 1) × (ssm_d_inner + 2 × ssm_n_group × ssm_d_state)` conv and
+/// `ssm_d_state × ssm_d_inner` state elements (`n_embd_r`/`n_embd_s`, llama-hparams.cpp:229,
+/// 257; `llama_memory_recurrent`, llama-memory-recurrent.cpp:101-103), one row a sequence.
+fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
+    let (mut dims, per_layer, v_head_dim) = llama_cpp::read_dims_per_layer(kv)?;
+    let layers = dims.layers as usize;
+    // An array of the wrong length was a finding already; absent, llama.cpp's defaults:
+    // `n_head_kv` as `n_head`, `n_ff` 0 (llama-model.cpp:1378-1394).
+    let kv_heads = match per_layer.kv_heads {
+        Some(v) => v,
+        None if kv.has("attention.head_count_kv") => return None,
+        None => vec![dims.heads; layers],
+    };
+    let ffn = match per_layer.ffn {
+        Some(v) => v,
+        None if kv.has("feed_forward_length") => return None,
+        None => vec![0; layers],
+    };
+    // The graph asserts one head width for K and V (nemotron-h.cpp:190-191).
+    if v_head_dim != dims.head_dim {
+        kv.unsupported(
+            "attention.value_length",
+            "llama.cpp's nemotron_h graph asserts value_length == key_length",
+        );
+        return None;
+    }
+    // The MTP block is a separate context's (`graph_mtp`, nemotron-h-moe.cpp) and its own
+    // KV cache; not modelled.
+    if kv.opt("nextn_predict_layers").unwrap_or(0) > 0 {
+        kv.unsupported(
+            "nextn_predict_layers",
+            "a Nemotron-H GGUF with an MTP block (a trailing nextn block): not modelled",
+        );
+        return None;
+    }
+    #[derive(Clone, Copy, PartialEq)]
+    enum Kind {
+        Mamba,
+        Attention,
+        Ffn,
+    }
+    let blocks: Vec<Kind> = (0..layers)
+        .map(|i| match (kv_heads[i], ffn[i]) {
+            (0, 0) => Kind::Mamba,
+            (_, 0) => Kind::Attention,
+            _ => Kind::Ffn,
+        })
+        .collect();
+    let has = |kind: Kind| blocks.contains(&kind);
+    let mut shapes = Vec::new();
+    let mamba = match has(Kind::Mamba) {
+        true => Some(read_gguf_mamba(kv, dims.hidden, &mut shapes)?),
+        false => None,
+    };
+    let experts = kv.opt("expert_count").unwrap_or(0);
+    let ffn_layers: Vec<usize> = (0..layers).filter(|i| blocks[*i] == Kind::Ffn).collect();
+    let moe = match experts > 0 && !ffn_layers.is_empty() {
+        true => Some(read_gguf_moe(kv, &dims, &ffn, &ffn_layers, &mut shapes)?),
+        false => None,
+    };
+    let mixers = blocks
+        .iter()
+        .zip(&kv_heads)
+        .map(|(block, kv_heads)| match block {
+            Kind::Mamba => mamba.unwrap_or(Mixer::None),
+            Kind::Attention => Mixer::Attention {
+                kv_heads: *kv_heads,
+                head_dim: dims.head_dim,
+                v_head_dim,
+                span: Span::Full,
+                shared_kv: false,
+            },
+            Kind::Ffn => Mixer::None,
+        })
+        .collect();
+    // The dense MLP's width: the widest MLP block (a MoE model has none).
+    dims.intermediate = match moe {
+        Some(_) => None,
+        None => ffn_layers.iter().map(|i| ffn[*i]).max(),
+    };
+    let model = dims.model(model_type, FAMILY.name, mixers, moe);
+    Some(Normalized { model, shapes })
+}
+
+/// The Mamba2 blocks' geometry from `ssm.*`, and the shapes it gives their tensors
+/// (GGUF order, innermost first: nemotron-h.cpp:60-101).
+fn read_gguf_mamba(kv: &mut GgufReader, hidden: u64, shapes: &mut Vec<ShapeRule>) -> Option<Mixer> {
+    let conv_kernel = kv.required("ssm.conv_kernel");
+    let inner = kv.required("ssm.inner_size");
+    let state = kv.required("ssm.state_size");
+    let heads = kv.required("ssm.time_step_rank");
+    let groups = kv.required("ssm.group_count");
+    let (conv_kernel, inner, state, heads, groups) = (conv_kernel?, inner?, state?, heads?, groups?);
+    // `build_mamba2_layer` asserts both (mamba-base.cpp:177-178).
+    for (key, divisor) in [("ssm.time_step_rank", heads), ("ssm.group_count", groups)] {
+        if !inner.is_multiple_of(divisor) {
+            kv.unsupported(
+                key,
+                format!("ssm.inner_size ({inner}) is not a multiple of it: llama.cpp's Mamba2 layer asserts it is"),
+            );
+            return None;
+        }
+    }
+    let conv_dim = inner.saturating_add(groups.saturating_mul(state).saturating_mul(2));
+    shapes.extend([
+        ShapeRule {
+            pattern: "blk.N.ssm_in.weight",
+            dim: 0,
+            value: hidden,
+            keys: "embedding_length",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_in.weight",
+            dim: 1,
+            value: inner
+                .saturating_mul(2)
+                .saturating_add(conv_dim - inner)
+                .saturating_add(heads),
+            keys: "2 × ssm.inner_size + 2 × ssm.group_count × ssm.state_size + ssm.time_step_rank",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_conv1d.weight",
+            dim: 0,
+            value: conv_kernel,
+            keys: "ssm.conv_kernel",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_conv1d.weight",
+            dim: 1,
+            value: conv_dim,
+            keys: "ssm.inner_size + 2 × ssm.group_count × ssm.state_size",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_conv1d.bias",
+            dim: 0,
+            value: conv_dim,
+            keys: "ssm.inner_size + 2 × ssm.group_count × ssm.state_size",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_dt.bias",
+            dim: 0,
+            value: heads,
+            keys: "ssm.time_step_rank",
+        },
+        ShapeRule {
+            pattern: "blk.N.{ssm_a,ssm_d}",
+            dim: 0,
+            value: 1,
+            keys: "1 (one value a head)",
+        },
+        ShapeRule {
+            pattern: "blk.N.{ssm_a,ssm_d}",
+            dim: 1,
+            value: heads,
+            keys: "ssm.time_step_rank",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_norm.weight",
+            dim: 0,
+            value: inner / groups,
+            keys: "ssm.inner_size / ssm.group_count",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_norm.weight",
+            dim: 1,
+            value: groups,
+            keys: "ssm.group_count",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_out.weight",
+            dim: 0,
+            value: inner,
+            keys: "ssm.inner_size",
+        },
+        ShapeRule {
+            pattern: "blk.N.ssm_out.weight",
+            dim: 1,
+            value: hidden,
+            keys: "embedding_length",
+        },
+    ]);
+    Some(Mixer::Mamba {
+        conv_dim,
+        conv_kernel,
+        heads,
+        head_dim: inner / heads,
+        state_size: state,
+        // llama.cpp's r/s rows (llama-model.cpp:2765-2766).
+        state_dtype: StateDtype::F32,
+    })
+}
+
+/// The routed experts of the feed-forward blocks (nemotron-h.cpp:111-130): top-k and the
+/// expert width per block (`get_key_or_arr`: one value, or one per block), the shared expert's
+/// width, and the latent the experts run over when `moe_latent_size` is set. Per-block top-k or
+/// widths that differ (NVIDIA's Puzzle models) are refused: one expert shape is modelled.
+fn read_gguf_moe(
+    kv: &mut GgufReader,
+    dims: &Dims,
+    ffn: &[u64],
+    ffn_layers: &[usize],
+    shapes: &mut Vec<ShapeRule>,
+) -> Option<Moe> {
+    let layers = dims.layers;
+    let experts = kv.opt("expert_count").unwrap_or(0);
+    let uniform = |kv: &mut GgufReader, key: &str, per_block: Option<Vec<u64>>| -> Option<Option<u64>> {
+        let Some(values) = per_block else {
+            return match kv.has(key) {
+                true => None,
+                false => Some(None),
+            };
+        };
+        let mut seen = ffn_layers.iter().map(|i| values[*i]);
+        let first = seen.next();
+        if seen.any(|v| Some(v) != first) {
+            kv.unsupported(
+                key,
+                "differs between the MoE blocks: one expert shape a model is modelled",
+            );
+            return None;
+        }
+        Some(first)
+    };
+    let used = kv.per_layer("expert_used_count", layers);
+    let active = uniform(kv, "expert_used_count", used)?;
+    let width = kv.per_layer("expert_feed_forward_length", layers);
+    let width = uniform(kv, "expert_feed_forward_length", width)?;
+    let Some(active) = active.filter(|n| *n > 0) else {
+        match kv.has("expert_used_count") {
+            true => kv.unsupported("expert_used_count", "MoE blocks that use no expert"),
+            false => _ = kv.required("expert_used_count"),
+        }
+        return None;
+    };
+    // Without `expert_feed_forward_length`, llama.cpp takes `n_ff / n_expert_used` (l.113-115).
+    let width = match width {
+        Some(width) if width > 0 => width,
+        _ => {
+            let fallback = uniform(kv, "feed_forward_length", Some(ffn.to_vec()))?.unwrap_or(0);
+            fallback / active
+        }
+    };
+    let shared_width = kv.opt("expert_shared_feed_forward_length").unwrap_or(0);
+    let latent = kv.opt("moe_latent_size").filter(|n| *n > 0).unwrap_or(dims.hidden);
+    shapes.extend([
+        ShapeRule {
+            pattern: "blk.N.ffn_up_exps.weight",
+            dim: 0,
+            value: latent,
+            keys: "moe_latent_size, else embedding_length",
+        },
+        ShapeRule {
+            pattern: "blk.N.ffn_down_exps.weight",
+            dim: 1,
+            value: latent,
+            keys: "moe_latent_size, else embedding_length",
+        },
+        ShapeRule {
+            pattern: "blk.N.exp_probs_b.bias",
+            dim: 0,
+            value: experts,
+            keys: "expert_count",
+        },
+        ShapeRule {
+            pattern: "blk.N.ffn_up_shexp.weight",
+            dim: 0,
+            value: dims.hidden,
+            keys: "embedding_length",
+        },
+        ShapeRule {
+            pattern: "blk.N.ffn_up_shexp.weight",
+            dim: 1,
+            value: shared_width,
+            keys: "expert_shared_feed_forward_length",
+        },
+        ShapeRule {
+            pattern: "blk.N.ffn_down_shexp.weight",
+            dim: 0,
+            value: shared_width,
+            keys: "expert_shared_feed_forward_length",
+        },
+        ShapeRule {
+            pattern: "blk.N.ffn_down_shexp.weight",
+            dim: 1,
+            value: dims.hidden,
+            keys: "embedding_length",
+        },
+        ShapeRule {
+            pattern: "blk.N.ffn_latent_down.weight",
+            dim: 1,
+            value: latent,
+            keys: "moe_latent_size",
+        },
+        ShapeRule {
+            pattern: "blk.N.ffn_latent_up.weight",
+            dim: 0,
+            value: latent,
+            keys: "moe_latent_size",
+        },
+    ]);
+    Some(Moe {
+        experts,
+        active,
+        // The graph builds one shared-expert branch in every MoE block (l.324-332).
+        shared: kv.opt("expert_shared_count").unwrap_or(1),
+        dense_layers: (0..layers).filter(|i| !ffn_layers.contains(&(*i as usize))).collect(),
+        expert_intermediate_size: Some(width),
+    })
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Block {
     Mamba,

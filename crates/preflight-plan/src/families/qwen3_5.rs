@@ -168,6 +168,10 @@ const GGUF_KEYS: &[(&str, Grade)] = &[
     // `head_v_dim × num_v_heads`.
     ("ssm.inner_size", Grade::Consumed),
     ("full_attention_interval", Grade::Consumed),
+    // Which blocks are recurrent, one bool a block; read before `full_attention_interval`,
+    // which it overrides (`qwen35.cpp` l.17-24, `qwen35moe.cpp` l.20-27). The converter writes it from
+    // `layer_types` (conversion/qwen.py:382-388).
+    ("attention.recurrent_layers", Grade::Consumed),
 ];
 
 /// llama.cpp's names for the gated DeltaNet's tensors (`LLM_TENSOR_SSM_*`, `ATTN_QKV` and
@@ -180,17 +184,37 @@ const GGUF_TENSORS: &[TensorGroup] = &[
     group("blk.N.ssm_norm.weight", Norm),
 ];
 
-/// A `qwen35` GGUF: llama.cpp's hybrid — every `full_attention_interval`-th layer gated
-/// softmax attention, the rest gated DeltaNet whose recurrent state llama.cpp keeps in F32
-/// (`llama_memory_recurrent`'s r/s buffers).
+/// A `qwen35` GGUF: llama.cpp's hybrid — the blocks `attention.recurrent_layers` flags, else
+/// all but every `full_attention_interval`-th, gated DeltaNet whose recurrent state llama.cpp
+/// keeps in F32 (`llama_memory_recurrent`'s r/s buffers); the others gated softmax attention.
 fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
-    let (dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
+    let (mut dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
+    // `block_count` counts the MTP blocks the converter appends (its default, `_QwenMtpMixin`,
+    // conversion/qwen.py:296-306, 346-351): the main stack is the first `block_count −
+    // nextn_predict_layers` blocks (`n_layer()`), the rest MTP blocks that only an MTP context
+    // loads (`load_block_mtp`, `TENSOR_SKIP` otherwise: qwen35moe.cpp l.41, 106-139).
+    let nextn = kv.opt("nextn_predict_layers").unwrap_or(0);
+    if nextn >= dims.layers {
+        kv.unsupported(
+            "nextn_predict_layers",
+            "as many MTP blocks as blocks: an MTP-only GGUF has no model to plan",
+        );
+        return None;
+    }
+    let all_blocks = dims.layers;
+    dims.layers -= nextn;
     let conv_kernel = kv.required("ssm.conv_kernel");
     let key_dim = kv.required("ssm.state_size");
     let key_heads = kv.required("ssm.group_count");
     let value_heads = kv.required("ssm.time_step_rank");
     let inner = kv.required("ssm.inner_size");
     let interval = kv.opt("full_attention_interval").unwrap_or(4).max(1);
+    let recurrent = match kv.per_layer_flags("attention.recurrent_layers", all_blocks) {
+        Some(flags) => flags,
+        // An array of the wrong length or type was a finding already.
+        None if kv.has("attention.recurrent_layers") => return None,
+        None => (0..dims.layers).map(|i| (i + 1) % interval != 0).collect(),
+    };
     let (conv_kernel, key_dim, key_heads, value_heads, inner) =
         (conv_kernel?, key_dim?, key_heads?, value_heads?, inner?);
     if !inner.is_multiple_of(value_heads) {
@@ -215,7 +239,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
         state_dtype: StateDtype::F32,
     };
     let layers = (0..dims.layers)
-        .map(|i| match (i + 1) % interval == 0 {
+        .map(|i| match !recurrent[i as usize] {
             true => Mixer::Attention {
                 kv_heads: kv_per_layer
                     .as_ref()
@@ -235,6 +259,8 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
         FAMILY.name
     };
     let mut normalized = llama_cpp::finish(model_type, family, kv, &dims, layers);
+    // An MTP block is a full-attention block with the main stack's geometry.
+    normalized.model.mtp_mixer = Some(dims.attention(Span::Full));
     // `attn_q` holds the queries and the output gate side by side (qwen35.cpp: `n_embd_head_k
     // × n_head × 2`).
     normalized.shapes.push(ShapeRule {

@@ -94,6 +94,14 @@ fn predict(row: &Value) -> Predicted {
     );
     let file = row["gguf_file"].as_str().expect("file");
     let verdict = plan(&[facts(file)], &options(&json)).expect("valid options");
+    // Headers of files llama.cpp loaded: every check the planner makes of a GGUF (shapes
+    // against keys, each block's tensors against its kind) passes on them.
+    let blocking: Vec<_> = verdict.artifacts[0]
+        .findings
+        .iter()
+        .filter(|f| f.severity == preflight_plan::Severity::Blocking)
+        .collect();
+    assert!(blocking.is_empty(), "{file}: {blocking:#?}");
     let memory = verdict.artifacts[0]
         .memory
         .clone()

@@ -6,6 +6,7 @@
 mod engines;
 mod fail_closed;
 mod fit;
+mod gguf_hybrid;
 mod glm_nemotron;
 mod grading;
 mod hostile;
