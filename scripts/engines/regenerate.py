@@ -34,6 +34,7 @@ whose code moved fails here instead of silently changing a verdict.
     #  through extract_config_keys.py, from the same directory of archives)
     # config keys read per architecture, ModelOpt quant_algo values, llama.cpp GGUF keys
     # (config_keys.json, modelopt.json, llamacpp_keys.json): see scripts/engines/extract_config_keys.py
+    # KV cache dtypes each engine accepts (kv_cache_dtypes.json): scripts/engines/extract_kv_cache_dtypes.py
 
 Output is deterministic (sorted keys, fixed indentation): a rerun reproduces the committed
 files byte for byte.
@@ -687,8 +688,10 @@ def main():
     if args.packages:
         # The config-key, ModelOpt and llama.cpp key data are read from the archives
         # themselves (transformers, vLLM, nvidia-modelopt, llama-cpp-python): the same check.
-        extract = [sys.executable, str(HERE / "extract_config_keys.py"), str(args.packages), str(args.out)]
-        subprocess.run(extract + (["--check"] if args.check else []), check=True)
+        # So are the KV cache dtypes each engine accepts (vLLM 0.19.0, SGLang, llama.cpp).
+        for script in ("extract_config_keys.py", "extract_kv_cache_dtypes.py"):
+            extract = [sys.executable, str(HERE / script), str(args.packages), str(args.out)]
+            subprocess.run(extract + (["--check"] if args.check else []), check=True)
 
 
 if __name__ == "__main__":

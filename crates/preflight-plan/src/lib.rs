@@ -51,13 +51,17 @@ pub fn engine_version(engine: Engine) -> &'static str {
 ///
 /// `Err` only for options no plan of these artifacts can honour — the caller's mistake
 /// (exit 2, HTTP 400), never a verdict on the model: values bad on their own
-/// ([`PlanOptions::validate`], which callers run before staging anything), and a
+/// ([`PlanOptions::validate`], which callers run before staging anything), a `kv_dtype` the
+/// engine (chosen by the artifacts' format when not named) has no cache for, and a
 /// `tensor_parallel` the model cannot be split over.
 pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Result<Verdict, OptionsError> {
     options.validate()?;
     let memory_options = options.asks_for_memory().then_some(options);
     let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.borrow().content)).collect();
     let engine = memory::engine_for(options, &formats);
+    if let (Some(dtype), true) = (options.kv_dtype, options.asks_for_memory()) {
+        engine.check_kv_dtype(dtype)?;
+    }
     // Placement first (how many devices, which degree), then every artifact sized for it.
     let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
     if let Some(options) = memory_options {

@@ -412,6 +412,54 @@ const KV_NAMES: &[(KvDtype, &[&str])] = &[
     (KvDtype::Q4_0, &["q4_0"]),
 ];
 
+/// The `--kv-cache-dtype` values each engine's own flag accepts, read from its release
+/// (`data/kv_cache_dtypes.json`, `scripts/engines/extract_kv_cache_dtypes.py`).
+#[derive(Deserialize)]
+struct KvCacheDtypes {
+    vllm: EngineKvChoices,
+    sglang: EngineKvChoices,
+    llama_cpp: EngineKvChoices,
+}
+
+#[derive(Deserialize)]
+struct EngineKvChoices {
+    values: Vec<String>,
+    source: String,
+}
+
+static KV_CACHE_DTYPES: std::sync::LazyLock<KvCacheDtypes> = std::sync::LazyLock::new(|| {
+    serde_json::from_str(include_str!("../data/kv_cache_dtypes.json")).expect("data/kv_cache_dtypes.json is valid")
+});
+
+impl MemoryEngine {
+    /// Refuse a KV cache dtype the engine's own flag would refuse (vLLM has no `q4_0` cache,
+    /// llama.cpp no FP8 one): bad usage, not a plan with a cache the engine cannot keep. A
+    /// dtype is accepted when any of its names is one of the engine's choices.
+    pub fn check_kv_dtype(self, dtype: KvDtype) -> Result<(), OptionsError> {
+        let data = &*KV_CACHE_DTYPES;
+        let choices = match self {
+            MemoryEngine::Vllm => &data.vllm,
+            MemoryEngine::Sglang => &data.sglang,
+            MemoryEngine::LlamaCpp => &data.llama_cpp,
+        };
+        let names = KV_NAMES.iter().find(|(d, _)| *d == dtype).map_or(&[][..], |(_, n)| n);
+        if names.iter().any(|n| choices.values.iter().any(|v| v == n)) {
+            return Ok(());
+        }
+        Err(error(
+            "kv_dtype",
+            format!(
+                "{} {} keeps no {} KV cache: its choices are {} ({}); leave kv_dtype out for the model's own dtype",
+                self.runtime().label(),
+                crate::memory::modelled_version(self),
+                dtype.name(),
+                choices.values.join(", "),
+                choices.source
+            ),
+        ))
+    }
+}
+
 impl KvDtype {
     /// `(elements, bytes)` of one storage block.
     pub fn block(self) -> (u64, u64) {

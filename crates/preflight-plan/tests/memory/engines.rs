@@ -188,7 +188,7 @@ fn an_engine_that_cannot_load_the_checkpoint_never_fits() {
     assert_eq!((m.does_not_run.is_none(), m.fits), (true, Some(true)));
 }
 
-/// The KV cache's dtype is not the model's: an f32 or FP8 cache leaves vLLM's activation peak
+/// The KV cache's dtype is not the model's: an FP8 or F16 cache leaves vLLM's activation peak
 /// and the RoPE tables where the model's BF16 puts them, and only the cache changes.
 #[test]
 fn the_kv_dtype_never_changes_the_compute_dtype() {
@@ -198,11 +198,55 @@ fn the_kv_dtype_never_changes_the_compute_dtype() {
             &format!(r#"{{"engine": "vllm", "devices": "h100-80gb:1", "context": 4096, "kv_dtype": "{kv}"}}"#),
         )
     };
-    let (bf16, f32, fp8) = (at("bf16"), at("f32"), at("fp8"));
-    for other in [&f32, &fp8] {
+    let (bf16, f16, fp8) = (at("bf16"), at("f16"), at("fp8"));
+    for other in [&f16, &fp8] {
         assert_eq!(other.activation_bytes, bf16.activation_bytes);
         assert_eq!(other.buffers_bytes, bf16.buffers_bytes);
     }
-    assert_eq!(f32.kv_cache_bytes, 2 * bf16.kv_cache_bytes);
+    assert_eq!(f16.kv_cache_bytes, bf16.kv_cache_bytes);
     assert_eq!(2 * fp8.kv_cache_bytes, bf16.kv_cache_bytes);
+}
+
+/// A KV dtype the engine's own `--kv-cache-dtype` would refuse is bad usage, whichever way
+/// the engine was chosen (named, or by the artifacts' format): vLLM and SGLang keep no f32
+/// or llama.cpp-quantized cache, llama.cpp no FP8 one.
+#[test]
+fn a_kv_dtype_the_engine_has_no_cache_for_is_refused() {
+    let try_plan = |source: &str, options: &str| {
+        preflight_plan::plan(&[crate::support::hub(source)], &crate::support::options(options))
+    };
+    for (source, options, refused_by) in [
+        (
+            "meta-llama/Llama-3.1-8B",
+            r#"{"kv_dtype": "q4_0", "devices": "h100-80gb:1"}"#,
+            "vLLM 0.19.0",
+        ),
+        (
+            "meta-llama/Llama-3.1-8B",
+            r#"{"kv_dtype": "f32", "engine": "vllm"}"#,
+            "vLLM 0.19.0",
+        ),
+        (
+            "meta-llama/Llama-3.1-8B",
+            r#"{"kv_dtype": "q8_0", "engine": "sglang"}"#,
+            "SGLang 0.5.23",
+        ),
+        (
+            "Qwen/Qwen3-8B-GGUF",
+            r#"{"kv_dtype": "fp8", "context": 4096}"#,
+            "llama.cpp 0.3.36",
+        ),
+    ] {
+        let e = try_plan(source, options).expect_err(options);
+        assert_eq!(e.option, "kv_dtype");
+        assert!(e.message.starts_with(refused_by), "{options}: {}", e.message);
+        assert!(e.message.contains("its choices are"), "{}", e.message);
+    }
+    for (source, options) in [
+        ("meta-llama/Llama-3.1-8B", r#"{"kv_dtype": "fp8", "engine": "sglang"}"#),
+        ("Qwen/Qwen3-8B-GGUF", r#"{"kv_dtype": "q4_0", "context": 4096}"#),
+        ("meta-llama/Llama-3.1-8B", r#"{"kv_dtype": "f16"}"#),
+    ] {
+        assert!(try_plan(source, options).is_ok(), "{options}");
+    }
 }

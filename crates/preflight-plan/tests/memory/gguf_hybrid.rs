@@ -414,6 +414,6 @@ fn nemotron_h_ggufs_plan_under_llama_cpp() {
         );
         let v = plan(&[hub(repo)], &options(r#"{"context": 4096}"#)).expect("valid options");
         let memory = v.memory.as_ref().expect("memory");
-        assert_eq!(memory.engine.name, "llama.cpp", "{repo}");
+        assert_eq!(memory.engine, preflight_plan::Engine::LlamaCpp, "{repo}");
     }
 }

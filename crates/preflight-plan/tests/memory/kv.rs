@@ -154,7 +154,11 @@ fn gqa_kv_splits_by_kv_heads_and_replicates_below_one_head_a_rank() {
 fn kv_dtype_and_sequences_scale_the_cache() {
     let base = memory_of("Qwen/Qwen3-8B", r#"{"context": 4096}"#);
     let fp8 = memory_of("Qwen/Qwen3-8B", r#"{"context": 4096, "kv_dtype": "fp8"}"#);
-    let q8 = memory_of("Qwen/Qwen3-8B", r#"{"context": 4096, "kv_dtype": "q8_0"}"#);
+    // q8_0 is a llama.cpp cache type (vLLM refuses it).
+    let q8 = memory_of(
+        "Qwen/Qwen3-8B",
+        r#"{"context": 4096, "kv_dtype": "q8_0", "engine": "llama.cpp"}"#,
+    );
     let four = memory_of("Qwen/Qwen3-8B", r#"{"context": 4096, "sequences": 4}"#);
     assert_eq!(fp8.kv_cache_bytes * 2, base.kv_cache_bytes);
     // q8_0: 1024 elements a head row set = 32 blocks × 34 bytes, against 2048 bytes in bf16.
