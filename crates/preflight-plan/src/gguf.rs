@@ -177,9 +177,11 @@ fn gguf_layer_check(records: &[Record], model: &Model, findings: &mut Findings) 
 fn gguf_layer_kind_check(records: &[Record], shapes: &Shapes, model: &Model, findings: &mut Findings) {
     use crate::model::Mixer;
     let main = model.layers.len();
+    // Latent attention (`deepseek2`) projects through `attn_*` tensors as softmax attention
+    // does (`blk.N.attn_q_a`, `attn_kv_a_mqa`, `attn_k_b`, …): the same component.
     let kind_of = |mixer: &Mixer| -> Option<Component> {
         match mixer {
-            Mixer::Attention { .. } => Some(Component::Attention),
+            Mixer::Attention { .. } | Mixer::Mla { .. } => Some(Component::Attention),
             Mixer::LinearAttention { .. } => Some(Component::LinearAttention),
             Mixer::Mamba { .. } => Some(Component::Mamba),
             _ => None,

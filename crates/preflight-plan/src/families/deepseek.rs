@@ -115,24 +115,106 @@ pub static FAMILY: Family = Family {
     ..Family::BASE
 };
 
-/// llama.cpp's `deepseek2`: MLA when `attention.kv_lora_rank` is declared.
+/// llama.cpp's `deepseek2` (vendored in llama-cpp-python 0.3.36; paths under its `src/`).
+///
+/// MLA exactly when llama.cpp's `is_mla()` holds: `attention.key_length_mla` and
+/// `attention.value_length_mla` both declared (llama-hparams.cpp:298-303, read at
+/// models/deepseek2.cpp:16-17). The current converter writes them with `kv_b_proj` split into
+/// `attn_k_b` / `attn_v_b` and the latent as one MQA head: `head_count_kv` 1, `key_length`
+/// kv_lora_rank + qk_rope_head_dim (conversion/deepseek.py:326, 349-353). llama.cpp then caches
+/// K only (`has_v = !is_mla`, llama-kv-cache.cpp:231), a row of `n_embd_k_gqa` = key_length ×
+/// head_count_kv (llama-hparams.cpp:156-160, llama-kv-cache.cpp:209, 233) filled by the graph's
+/// `Kcur` of kv_lora_rank + n_rot (models/deepseek2.cpp:572-576): the planner's latent. A file
+/// without the two keys (written before the split, with `attn_kv_b`) runs llama.cpp's other path,
+/// K and V of `key_length` / `value_length` per KV head, although it declares `kv_lora_rank`
+/// too: this reader once took `kv_lora_rank` alone for MLA and planned such a file's cache at the
+/// latent's size, a fraction of what llama.cpp allocates.
+///
+/// `block_count` holds the nextn (MTP) blocks after the main stack, as the converter appends
+/// them (Glm4MoeLiteModel, conversion/glm.py:261-267): the main stack is `n_layer()` =
+/// block_count − nextn_predict_layers (llama-hparams.cpp:348-350).
 fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
-    let (dims, _, _) = llama_cpp::read_dims(kv)?;
-    let Some(kv_lora_rank) = kv.opt("attention.kv_lora_rank") else {
-        return llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1);
+    let (mut dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
+    let nextn = kv.opt("nextn_predict_layers").unwrap_or(0);
+    if nextn >= dims.layers {
+        kv.unsupported(
+            "nextn_predict_layers",
+            "every block a nextn (MTP) block: a draft head without its model, not planned alone",
+        );
+        return None;
+    }
+    dims.layers -= nextn;
+    let kv_heads_of = |i: u64| {
+        kv_per_layer
+            .as_ref()
+            .and_then(|v| v.get(i as usize).copied())
+            .unwrap_or(dims.kv_heads)
     };
-    let mla = Mixer::Mla {
-        kv_lora_rank,
-        rope_dim: kv.opt("rope.dimension_count").unwrap_or(0),
-        indexer_head_dim: None,
+    let positive = |key: &str| kv.opt(key).filter(|n| *n > 0);
+    let layers = match (
+        positive("attention.key_length_mla"),
+        positive("attention.value_length_mla"),
+    ) {
+        (None, None) => (0..dims.layers)
+            .map(|i| Mixer::Attention {
+                kv_heads: kv_heads_of(i),
+                head_dim: dims.head_dim,
+                v_head_dim,
+                span: Span::Full,
+                shared_kv: false,
+            })
+            .collect(),
+        (Some(k_mla), Some(_)) => {
+            let kv_lora_rank = kv.required("attention.kv_lora_rank")?;
+            // `n_rot` defaults to key_length (llama-model.cpp:1446-1448).
+            let rope_dim = kv.opt("rope.dimension_count").unwrap_or(dims.head_dim);
+            // The graph asserts a non-rope part of each head (models/deepseek2.cpp:75-77).
+            if k_mla <= rope_dim {
+                kv.unsupported(
+                    "attention.key_length_mla",
+                    format!(
+                        "not wider than rope.dimension_count ({rope_dim}): llama.cpp's deepseek2 graph asserts it is"
+                    ),
+                );
+                return None;
+            }
+            let latent = kv_lora_rank.saturating_add(rope_dim);
+            if dims.head_dim != latent {
+                kv.unsupported(
+                    "attention.key_length",
+                    format!(
+                        "not kv_lora_rank + rope.dimension_count ({latent}): the K cache row llama.cpp allocates would not be the latent its graph writes"
+                    ),
+                );
+                return None;
+            }
+            if (0..dims.layers).any(|i| kv_heads_of(i) != 1) {
+                kv.unsupported(
+                    "attention.head_count_kv",
+                    "not 1: llama.cpp's MLA writes one latent head a token, and sizes the K cache by head_count_kv",
+                );
+                return None;
+            }
+            let mla = Mixer::Mla {
+                kv_lora_rank,
+                rope_dim,
+                indexer_head_dim: None,
+            };
+            uniform(dims.layers, mla)
+        }
+        (k_mla, _) => {
+            let (present, absent) = match k_mla {
+                Some(_) => ("attention.key_length_mla", "attention.value_length_mla"),
+                None => ("attention.value_length_mla", "attention.key_length_mla"),
+            };
+            kv.unsupported(
+                present,
+                format!("declared without `{absent}`: llama.cpp's is_mla() needs both (llama-hparams.cpp:298-303)"),
+            );
+            return None;
+        }
     };
-    Some(llama_cpp::finish(
-        model_type,
-        FAMILY.name,
-        kv,
-        &dims,
-        uniform(dims.layers, mla),
-    ))
+    Some(llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers))
 }
 
 /// The MLA geometry every DeepSeek-layout config declares.
