@@ -7,6 +7,7 @@ mod engines;
 mod fail_closed;
 mod fit;
 mod gguf_hybrid;
+mod gguf_mla_phi3;
 mod glm_nemotron;
 mod grading;
 mod hostile;
