@@ -480,6 +480,9 @@ pub struct Memory {
     pub kv_cache_bytes_per_token: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
+    /// vLLM: memory outside PyTorch the profile run adds (workspaces, NCCL buffers), apart
+    /// from the activations it sits beside.
+    pub non_torch_bytes: u64,
     pub total_bytes: u64,
     /// What one device holds: one rank of every artifact under the engine's accounting.
     /// Absent when an artifact cannot be split at this tensor-parallel degree.
@@ -571,6 +574,8 @@ pub struct DeviceMemory {
     pub buffers_bytes: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
+    /// See `RankMemory::non_torch_bytes`.
+    pub non_torch_bytes: u64,
     pub total_bytes: u64,
     /// `usable_bytes − total_bytes`: negative when it does not fit.
     pub headroom_bytes: i64,
@@ -599,7 +604,10 @@ pub struct ArtifactMemory {
     pub state_bytes_per_sequence: u64,
     /// That state for the requested sequences (part of `kv_cache_bytes`).
     pub state_bytes: u64,
+    /// One rank's activations (not split by tensor parallelism).
     pub activation_bytes: u64,
+    /// One rank's memory outside PyTorch (see `RankMemory::non_torch_bytes`).
+    pub non_torch_bytes: u64,
     pub total_bytes: u64,
     /// The KV cache by attention kind: the working behind `kv_cache_bytes`.
     pub kv_cache: Vec<KvCacheGroup>,

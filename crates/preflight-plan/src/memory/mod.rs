@@ -847,10 +847,9 @@ impl Sizing {
         // llama.cpp's compute buffer and its output buffer, wherever that sits.
         let activation_bytes = match buffers {
             Some(b) => b.compute.saturating_add(b.output),
-            None => per_rank
-                .as_ref()
-                .map_or(0, |r| r.activation_bytes.saturating_add(r.non_torch_bytes)),
+            None => per_rank.as_ref().map_or(0, |r| r.activation_bytes),
         };
+        let non_torch_bytes = per_rank.as_ref().map_or(0, |r| r.non_torch_bytes);
         let buffers_bytes = per_rank.as_ref().map_or(0, |r| r.buffers_bytes);
         let state_bytes_per_sequence = self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.per_sequence.saturating_mul(c.layers))
@@ -871,7 +870,8 @@ impl Sizing {
             state_bytes_per_sequence,
             state_bytes: state_bytes_per_sequence.saturating_mul(self.sequences),
             activation_bytes,
-            total_bytes: [kv_cache_bytes, activation_bytes, buffers_bytes]
+            non_torch_bytes,
+            total_bytes: [kv_cache_bytes, activation_bytes, non_torch_bytes, buffers_bytes]
                 .into_iter()
                 .fold(self.weights, u64::saturating_add),
             kv_cache,
@@ -997,7 +997,8 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 weights_bytes: held.weights_bytes,
                 buffers_bytes: held.buffers_bytes,
                 kv_cache_bytes: held.kv_cache_bytes,
-                activation_bytes: held.activation_bytes.saturating_add(held.non_torch_bytes),
+                activation_bytes: held.activation_bytes,
+                non_torch_bytes: held.non_torch_bytes,
                 total_bytes: held.total_bytes,
                 headroom_bytes: i64::try_from(i128::from(usable_bytes) - i128::from(held.total_bytes))
                     .unwrap_or(i64::MIN),
@@ -1062,6 +1063,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         kv_cache_bytes_per_token: sum(|r| r.kv_cache_bytes_per_token),
         kv_cache_bytes: sum(|r| r.kv_cache_bytes),
         activation_bytes: sum(|r| r.activation_bytes),
+        non_torch_bytes: sum(|r| r.non_torch_bytes),
         total_bytes: sum(|r| r.total_bytes),
         per_rank,
         kv_pool_bytes,
