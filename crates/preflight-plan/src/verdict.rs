@@ -489,7 +489,9 @@ pub struct Memory {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<RankMemory>,
     /// The KV pool the engine would allocate on each rank of the smallest device: its budget
-    /// less weights, activations and other memory (0 when nothing is left). Null without devices.
+    /// less weights, activations and other memory (0 when nothing is left). Null without
+    /// devices, and under llama.cpp, which has no pool (it allocates `n_ctx × n_seq` cells:
+    /// `kv_cache_bytes`).
     pub kv_pool_bytes: Option<u64>,
     /// That pool as the engine reports it in tokens (vLLM's "GPU KV cache size"; for hybrid
     /// models a block count times the block size, not tokens every layer holds). Null

@@ -1009,7 +1009,9 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         let usable = smallest.map_or(0, |g| target.usable_of(g));
         // What the engine would give its KV pool: its budget less everything else it holds.
         let pool = usable.checked_sub(held.total_bytes.saturating_sub(held.kv_cache_bytes));
-        kv_pool_bytes = Some(pool.unwrap_or(0));
+        if engine != MemoryEngine::LlamaCpp {
+            kv_pool_bytes = Some(pool.unwrap_or(0));
+        }
         if let ([sizing], Some(pool)) = (sizings, pool)
             && !refused
         {
@@ -1107,27 +1109,9 @@ impl Sizing {
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
                 )
             }
-            MemoryEngine::LlamaCpp => {
-                // llama.cpp has no pool: what is left could hold whole 256-cell streams of
-                // full-attention cells, or this many sequences' streams as it allocates them
-                // (windows and padding included), spread over the devices as its layers are.
-                let knobs = llama_cpp::Knobs::resolve(target.options);
-                let devices = self.tensor_parallel.max(1);
-                let per_cell: u64 = self
-                    .caches
-                    .iter()
-                    .filter(|c| !c.kind.is_state())
-                    .map(|c| c.per_token.saturating_mul(c.layers))
-                    .fold(0u64, u64::saturating_add)
-                    .div_ceil(devices);
-                let per_sequence = llama_cpp::Context::new(self.context, 1, &knobs)
-                    .kv(&self.caches)
-                    .div_ceil(devices);
-                (
-                    (per_cell > 0).then(|| pool_bytes / per_cell / 256 * 256),
-                    (per_sequence > 0).then(|| pool_bytes as f64 / per_sequence as f64),
-                )
-            }
+            // llama.cpp has no pool: it allocates `n_ctx × n_seq` cells up front, and the
+            // memory block shows exactly that.
+            MemoryEngine::LlamaCpp => (None, None),
         }
     }
 }
