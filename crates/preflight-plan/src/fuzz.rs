@@ -2,7 +2,7 @@
 //! what parses under every engine, so "no panic, no abort, bounded memory" covers the reader
 //! and everything the planner does with what it read. The same functions run under
 //! libFuzzer (`fuzz/`, `cargo +nightly fuzz run TARGET`) and on the stable toolchain
-//! (`tests/no_panic.rs`: the kept corpus replayed, then a bounded random-input loop), which
+//! (`tests/plan/no_panic.rs`: the kept corpus replayed, then a bounded random-input loop), which
 //! is what CI runs. Not part of the planner's API.
 
 use preflight_formats::config::{self, Config};

@@ -480,13 +480,18 @@ pub struct Memory {
     pub kv_cache_bytes_per_token: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
+    /// vLLM: memory outside PyTorch the profile run adds (workspaces, NCCL buffers), apart
+    /// from the activations it sits beside.
+    pub non_torch_bytes: u64,
     pub total_bytes: u64,
     /// What one device holds: one rank of every artifact under the engine's accounting.
     /// Absent when an artifact cannot be split at this tensor-parallel degree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<RankMemory>,
     /// The KV pool the engine would allocate on each rank of the smallest device: its budget
-    /// less weights, activations and other memory (0 when nothing is left). Null without devices.
+    /// less weights, activations and other memory (0 when nothing is left). Null without
+    /// devices, and under llama.cpp, which has no pool (it allocates `n_ctx × n_seq` cells:
+    /// `kv_cache_bytes`).
     pub kv_pool_bytes: Option<u64>,
     /// That pool as the engine reports it in tokens (vLLM's "GPU KV cache size"; for hybrid
     /// models a block count times the block size, not tokens every layer holds). Null
@@ -571,6 +576,8 @@ pub struct DeviceMemory {
     pub buffers_bytes: u64,
     pub kv_cache_bytes: u64,
     pub activation_bytes: u64,
+    /// See `RankMemory::non_torch_bytes`.
+    pub non_torch_bytes: u64,
     pub total_bytes: u64,
     /// `usable_bytes − total_bytes`: negative when it does not fit.
     pub headroom_bytes: i64,
@@ -599,7 +606,10 @@ pub struct ArtifactMemory {
     pub state_bytes_per_sequence: u64,
     /// That state for the requested sequences (part of `kv_cache_bytes`).
     pub state_bytes: u64,
+    /// One rank's activations (not split by tensor parallelism).
     pub activation_bytes: u64,
+    /// One rank's memory outside PyTorch (see `RankMemory::non_torch_bytes`).
+    pub non_torch_bytes: u64,
     pub total_bytes: u64,
     /// The KV cache by attention kind: the working behind `kv_cache_bytes`.
     pub kv_cache: Vec<KvCacheGroup>,

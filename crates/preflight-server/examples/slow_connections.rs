@@ -49,6 +49,7 @@ fn arg<T: std::str::FromStr>(name: &str) -> Option<T> {
 }
 
 /// Raise the descriptor limit as far as allowed; returns the soft limit in force.
+#[allow(unsafe_code)]
 fn raise_descriptors() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

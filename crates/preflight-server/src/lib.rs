@@ -161,6 +161,7 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
 /// grew RSS by ~20 MB per thread: 117 → 157 MiB over 200 DeepSeek-V3 what-ifs, flat at
 /// ~96 MiB with two arenas (`scripts/bench_service_rss.py`). Call before any thread starts:
 /// a thread keeps the arena it first allocated from.
+#[allow(unsafe_code)]
 pub fn bound_allocator_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {

@@ -83,6 +83,7 @@ pub fn fit_to_descriptors(wanted: usize) -> usize {
 }
 
 #[cfg(unix)]
+#[allow(unsafe_code)]
 fn raise_descriptor_limit() -> u64 {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

@@ -278,6 +278,14 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
         m.activation_bytes,
         "estimate (docs/memory.md)".into(),
     );
+    if m.non_torch_bytes > 0 {
+        line(
+            out,
+            "non-torch",
+            m.non_torch_bytes,
+            "outside PyTorch: CUDA workspaces, NCCL buffers (docs/memory.md)".into(),
+        );
+    }
     line(out, "total", m.total_bytes, String::new());
     if let Some(host) = m.host_bytes {
         line(
@@ -292,13 +300,15 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
             out,
             "per rank",
             rank.total_bytes,
+            // Every term the total sums, so the line adds up.
             format!(
-                "TP {}: weights {} · RoPE tables {} · KV {} · activations {}",
+                "TP {}: weights {} · RoPE tables {} · KV {} · activations {} · non-torch {}",
                 rank.tensor_parallel,
                 bytes(rank.weights_bytes),
                 bytes(rank.buffers_bytes),
                 bytes(rank.kv_cache_bytes),
-                bytes(rank.activation_bytes)
+                bytes(rank.activation_bytes),
+                bytes(rank.non_torch_bytes)
             ),
         ),
         Some(_) => {}
@@ -359,11 +369,15 @@ fn system_memory(out: &mut String, m: &Memory, releases: &Releases, paint: Paint
     let engine = release(releases, m.engine);
     let _ = writeln!(
         out,
-        "MEMORY  {engine} · total {} · weights {} · KV cache {} · activations {}",
+        "MEMORY  {engine} · total {} · weights {} · KV cache {} · activations {}{}",
         bytes(m.total_bytes),
         bytes(m.weights_bytes),
         bytes(m.kv_cache_bytes),
-        bytes(m.activation_bytes)
+        bytes(m.activation_bytes),
+        match m.non_torch_bytes {
+            0 => String::new(),
+            n => format!(" · non-torch {}", bytes(n)),
+        }
     );
     if m.per_device.is_empty() {
         let _ = writeln!(
@@ -477,7 +491,8 @@ fn bar(d: &DeviceMemory) -> String {
     // The RoPE tables are drawn with the weights, as engines log them.
     let weights = cells(d.weights_bytes.saturating_add(d.buffers_bytes)).min(BAR_WIDTH);
     let kv = cells(d.kv_cache_bytes).min(BAR_WIDTH - weights);
-    let activations = cells(d.activation_bytes).min(BAR_WIDTH - weights - kv);
+    // Memory outside PyTorch is drawn with the activations it is measured beside.
+    let activations = cells(d.activation_bytes.saturating_add(d.non_torch_bytes)).min(BAR_WIDTH - weights - kv);
     let free = BAR_WIDTH - weights - kv - activations;
     format!(
         "{}{}{}{}",

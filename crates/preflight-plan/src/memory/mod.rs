@@ -847,10 +847,9 @@ impl Sizing {
         // llama.cpp's compute buffer and its output buffer, wherever that sits.
         let activation_bytes = match buffers {
             Some(b) => b.compute.saturating_add(b.output),
-            None => per_rank
-                .as_ref()
-                .map_or(0, |r| r.activation_bytes.saturating_add(r.non_torch_bytes)),
+            None => per_rank.as_ref().map_or(0, |r| r.activation_bytes),
         };
+        let non_torch_bytes = per_rank.as_ref().map_or(0, |r| r.non_torch_bytes);
         let buffers_bytes = per_rank.as_ref().map_or(0, |r| r.buffers_bytes);
         let state_bytes_per_sequence = self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.per_sequence.saturating_mul(c.layers))
@@ -871,7 +870,8 @@ impl Sizing {
             state_bytes_per_sequence,
             state_bytes: state_bytes_per_sequence.saturating_mul(self.sequences),
             activation_bytes,
-            total_bytes: [kv_cache_bytes, activation_bytes, buffers_bytes]
+            non_torch_bytes,
+            total_bytes: [kv_cache_bytes, activation_bytes, non_torch_bytes, buffers_bytes]
                 .into_iter()
                 .fold(self.weights, u64::saturating_add),
             kv_cache,
@@ -997,7 +997,8 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 weights_bytes: held.weights_bytes,
                 buffers_bytes: held.buffers_bytes,
                 kv_cache_bytes: held.kv_cache_bytes,
-                activation_bytes: held.activation_bytes.saturating_add(held.non_torch_bytes),
+                activation_bytes: held.activation_bytes,
+                non_torch_bytes: held.non_torch_bytes,
                 total_bytes: held.total_bytes,
                 headroom_bytes: i64::try_from(i128::from(usable_bytes) - i128::from(held.total_bytes))
                     .unwrap_or(i64::MIN),
@@ -1008,7 +1009,9 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         let usable = smallest.map_or(0, |g| target.usable_of(g));
         // What the engine would give its KV pool: its budget less everything else it holds.
         let pool = usable.checked_sub(held.total_bytes.saturating_sub(held.kv_cache_bytes));
-        kv_pool_bytes = Some(pool.unwrap_or(0));
+        if engine != MemoryEngine::LlamaCpp {
+            kv_pool_bytes = Some(pool.unwrap_or(0));
+        }
         if let ([sizing], Some(pool)) = (sizings, pool)
             && !refused
         {
@@ -1062,6 +1065,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         kv_cache_bytes_per_token: sum(|r| r.kv_cache_bytes_per_token),
         kv_cache_bytes: sum(|r| r.kv_cache_bytes),
         activation_bytes: sum(|r| r.activation_bytes),
+        non_torch_bytes: sum(|r| r.non_torch_bytes),
         total_bytes: sum(|r| r.total_bytes),
         per_rank,
         kv_pool_bytes,
@@ -1105,27 +1109,9 @@ impl Sizing {
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
                 )
             }
-            MemoryEngine::LlamaCpp => {
-                // llama.cpp has no pool: what is left could hold whole 256-cell streams of
-                // full-attention cells, or this many sequences' streams as it allocates them
-                // (windows and padding included), spread over the devices as its layers are.
-                let knobs = llama_cpp::Knobs::resolve(target.options);
-                let devices = self.tensor_parallel.max(1);
-                let per_cell: u64 = self
-                    .caches
-                    .iter()
-                    .filter(|c| !c.kind.is_state())
-                    .map(|c| c.per_token.saturating_mul(c.layers))
-                    .fold(0u64, u64::saturating_add)
-                    .div_ceil(devices);
-                let per_sequence = llama_cpp::Context::new(self.context, 1, &knobs)
-                    .kv(&self.caches)
-                    .div_ceil(devices);
-                (
-                    (per_cell > 0).then(|| pool_bytes / per_cell / 256 * 256),
-                    (per_sequence > 0).then(|| pool_bytes as f64 / per_sequence as f64),
-                )
-            }
+            // llama.cpp has no pool: it allocates `n_ctx × n_seq` cells up front, and the
+            // memory block shows exactly that.
+            MemoryEngine::LlamaCpp => (None, None),
         }
     }
 }

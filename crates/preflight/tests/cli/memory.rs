@@ -368,3 +368,48 @@ fn llama_3_1_70b_on_two_h100s_is_a_tight_fit_at_the_longest_context_that_fits() 
         codes(&tight)
     );
 }
+
+/// The per-rank line names every term its total sums — non-torch memory included — and the
+/// artifact's lines add up to its total, in the JSON as in the text.
+#[test]
+fn the_per_rank_line_lists_every_term_it_sums() {
+    let args = [
+        "plan",
+        &local("tiny-llama"),
+        "--devices",
+        "l4:2",
+        "--tensor-parallel",
+        "2",
+        "--context",
+        "1024",
+    ];
+    let out = preflight(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rank_line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("per rank"))
+        .expect("a per-rank line");
+    for term in ["weights", "RoPE tables", "KV", "activations", "non-torch"] {
+        assert!(rank_line.contains(term), "{term} missing from {rank_line:?}");
+    }
+    let out = preflight(&[&args[..], &["--json"]].concat());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let m = &v["artifacts"][0]["memory"];
+    let terms = [
+        "weights_bytes",
+        "buffers_bytes",
+        "kv_cache_bytes",
+        "activation_bytes",
+        "non_torch_bytes",
+    ];
+    let sum: u64 = terms.iter().map(|t| m[t].as_u64().expect(t)).sum();
+    assert_eq!(m["total_bytes"].as_u64(), Some(sum));
+    assert!(
+        m["non_torch_bytes"].as_u64() > Some(0),
+        "vLLM at TP 2 charges NCCL and workspaces: {m}"
+    );
+    let rank = &m["per_rank"];
+    let sum: u64 = terms.iter().map(|t| rank[t].as_u64().expect(t)).sum();
+    assert_eq!(rank["total_bytes"].as_u64(), Some(sum));
+}

@@ -3,11 +3,9 @@
 //! written from random parts parses back to the same parts with no issues.
 //! Case counts follow proptest's default (256), overridable with `PROPTEST_CASES`.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{Gguf, safetensors as st_file};
+use crate::writers::{Gguf, safetensors as st_file};
 use preflight_formats::gguf::{self, Value};
 use preflight_formats::{config, index, safetensors};
 use proptest::collection::vec;

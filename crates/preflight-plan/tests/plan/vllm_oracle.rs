@@ -190,7 +190,7 @@ fn error(predicted: f64, logged: f64) -> f64 {
 
 fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "<!-- generated from fixtures/oracles/vllm-startup-logs.jsonl by crates/preflight-plan/tests/memory/vllm_oracle.rs -->\n\n\
+        "<!-- generated from fixtures/oracles/vllm-startup-logs.jsonl by crates/preflight-plan/tests/plan/vllm_oracle.rs -->\n\n\
          | record | model | setup | weights + RoPE tables GiB a rank: predicted / logged (error) | KV pool GiB | KV pool tokens |\n|---|---|---|---|---|---|\n",
     );
     let cell = |(p, l): Figure, decimals: usize| match l {
@@ -281,6 +281,6 @@ fn the_docs_table_is_current() {
     }
     assert!(
         have == want,
-        "docs/memory.md's oracle table is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test memory vllm_oracle"
+        "docs/memory.md's oracle table is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan vllm_oracle"
     );
 }

@@ -17,7 +17,7 @@ fn one_model_on_one_device_is_its_total_against_the_usable_share() {
     assert_eq!(d.total_bytes, m.per_rank.as_ref().expect("rank").total_bytes);
     assert_eq!(
         d.total_bytes,
-        d.weights_bytes + d.buffers_bytes + d.kv_cache_bytes + d.activation_bytes
+        d.weights_bytes + d.buffers_bytes + d.kv_cache_bytes + d.activation_bytes + d.non_torch_bytes
     );
     assert_eq!((m.fits, d.fits), (Some(true), true));
     assert_eq!(

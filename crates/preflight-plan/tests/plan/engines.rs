@@ -250,3 +250,19 @@ fn a_kv_dtype_the_engine_has_no_cache_for_is_refused() {
         assert!(try_plan(source, options).is_ok(), "{options}");
     }
 }
+
+/// llama.cpp has no KV pool: it allocates `n_ctx × n_seq` cells up front, which is the memory
+/// block's KV cache. No pool, pool tokens or concurrency is made up for it.
+#[test]
+fn llama_cpp_reports_no_pool() {
+    let m = system_of(
+        &["Qwen/Qwen3-8B-GGUF"],
+        r#"{"devices": "h100-80gb:1", "context": 4096, "sequences": 2}"#,
+    );
+    assert_eq!(m.engine, Engine::LlamaCpp);
+    assert_eq!(
+        (m.kv_pool_bytes, m.kv_pool_tokens, m.max_concurrency),
+        (None, None, None)
+    );
+    assert!(m.kv_cache_bytes > 0 && m.fits == Some(true));
+}

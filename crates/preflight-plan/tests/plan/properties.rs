@@ -69,9 +69,9 @@ proptest! {
         prop_assert_eq!(m.fits, Some(within));
         for d in &m.per_device {
             prop_assert_eq!(d.fits, d.total_bytes <= d.usable_bytes);
-            prop_assert_eq!(d.total_bytes, d.weights_bytes + d.buffers_bytes + d.kv_cache_bytes + d.activation_bytes);
+            prop_assert_eq!(d.total_bytes, d.weights_bytes + d.buffers_bytes + d.kv_cache_bytes + d.activation_bytes + d.non_torch_bytes);
         }
-        prop_assert_eq!(m.total_bytes, m.weights_bytes + m.buffers_bytes + m.kv_cache_bytes + m.activation_bytes);
+        prop_assert_eq!(m.total_bytes, m.weights_bytes + m.buffers_bytes + m.kv_cache_bytes + m.activation_bytes + m.non_torch_bytes);
         // Each device holds one rank as the engine allocates it (whole KV blocks).
         let rank = m.per_rank.as_ref().expect("placed");
         prop_assert_eq!(m.per_device[0].total_bytes, rank.total_bytes);

@@ -1,5 +1,5 @@
 //! `docs/findings.md` is generated from the catalogue in `src/findings.rs`, so the two never
-//! drift. Regenerate with `UPDATE_DOCS=1 cargo test -p preflight-plan --test catalogue_doc`.
+//! drift. Regenerate with `UPDATE_DOCS=1 cargo test -p preflight-plan --test plan catalogue_doc`.
 
 use preflight_plan::{Code, Severity};
 
@@ -7,7 +7,7 @@ fn render() -> String {
     let mut out = String::from(
         "# Findings\n\nEvery code the planner can emit. Codes are stable: match on them, not on message text.\n\
          Blocking findings make a verdict inadmissible.\n\n\
-         <!-- generated from crates/preflight-plan/src/findings.rs by tests/catalogue_doc.rs -->\n\n\
+         <!-- generated from crates/preflight-plan/src/findings.rs by tests/plan/catalogue_doc.rs -->\n\n\
          | code | severity | meaning |\n|---|---|---|\n",
     );
     for code in Code::ALL {
@@ -37,6 +37,6 @@ fn findings_doc_matches_the_catalogue() {
     let have = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "docs/findings.md is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test catalogue_doc"
+        "docs/findings.md is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan catalogue_doc"
     );
 }

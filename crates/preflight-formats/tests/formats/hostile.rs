@@ -1,9 +1,7 @@
 //! The hostile-input corpus: one test per attack, each asserting the specific error or issue.
-//! Inputs are built byte by byte with the writers in `common`, so each test shows its lie.
+//! Inputs are built byte by byte with the `writers`, so each test shows its lie.
 
-mod common;
-
-use common::{Gguf, safetensors as st_file};
+use crate::writers::{Gguf, safetensors as st_file};
 use preflight_formats::gguf::{self, GgufError};
 use preflight_formats::safetensors::{self, HeaderError, HeaderIssue, MAX_HEADER_BYTES};
 use preflight_formats::{config, index};
