@@ -8,5 +8,6 @@ mod gate;
 mod hub;
 mod memory;
 mod replicas;
+mod snapshots;
 mod support;
 mod terminal;
