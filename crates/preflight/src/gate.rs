@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 #[derive(Debug, Args)]
 pub struct GateArgs {
-    /// Base URL of the deployment, e.g. http://127.0.0.1:8080.
-    #[arg(long, env = "PREFLIGHT_GATE_URL")]
+    /// Base URL of the deployment, with its scheme: e.g. http://127.0.0.1:8080.
+    #[arg(long, env = "PREFLIGHT_GATE_URL", value_parser = base_url)]
     url: String,
     /// Source to plan (public, small and stable is best).
     #[arg(long, default_value = "hf://Qwen/Qwen3-0.6B")]
@@ -22,14 +22,24 @@ pub struct GateArgs {
     #[arg(long, default_value_t = 0.5)]
     ceiling: f64,
     /// /v1/health round trips whose fastest is the floor (at least 3).
-    #[arg(long, default_value_t = 5)]
-    health_samples: usize,
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(3..))]
+    health_samples: u64,
     /// Cached repeats whose fastest is the hit round trip.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
     /// Seconds to wait for any one response.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+}
+
+/// `--url` as a base URL the client can use: a scheme and a host, said plainly when missing
+/// (reqwest's own word for a URL without a scheme is "builder error").
+fn base_url(s: &str) -> Result<String, String> {
+    match s.split_once("://") {
+        Some(("http" | "https", rest)) if !rest.is_empty() && !rest.starts_with('/') => Ok(s.to_owned()),
+        Some((scheme, _)) => Err(format!("`{s}`: the scheme must be http or https, not `{scheme}`")),
+        None => Err(format!("`{s}` has no scheme: did you mean http://{s}?")),
+    }
 }
 
 /// Exit when the server cannot be reached at all.
@@ -150,7 +160,7 @@ async fn gate(args: &GateArgs) -> Result<usize, reqwest::Error> {
     );
 
     let mut floor: Option<Duration> = None;
-    for _ in 0..args.health_samples.max(3) {
+    for _ in 0..args.health_samples {
         let (status, _, took) = g.get("/v1/health").await?;
         if status == 200 {
             floor = Some(floor.map_or(took, |f| f.min(took)));

@@ -87,3 +87,29 @@ fn the_gate_reports_an_unreachable_server() {
         .expect("run gate");
     assert_eq!(out.status.code(), Some(3));
 }
+
+/// Usage mistakes are said plainly, exit 2, before any request: a URL without its scheme
+/// (reqwest would say "builder error"), and fewer health samples than the floor needs.
+#[test]
+fn bad_gate_flags_are_usage_errors() {
+    for (args, needle) in [
+        (
+            &["--url", "localhost:18080"][..],
+            "did you mean http://localhost:18080?",
+        ),
+        (&["--url", "ftp://example.com"][..], "the scheme must be http or https"),
+        (
+            &["--url", "http://127.0.0.1:9", "--health-samples", "1"][..],
+            "--health-samples",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_preflight"))
+            .arg("gate")
+            .args(args)
+            .output()
+            .expect("run gate");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
