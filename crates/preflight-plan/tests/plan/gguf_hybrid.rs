@@ -6,14 +6,11 @@
 //! formulas. A key that disagrees with the tensors, or that llama.cpp reads and the planner
 //! does not model, is refused with a finding, never planned into a number.
 
-use std::collections::BTreeMap;
-
 use preflight_formats::facts::Content;
 use preflight_formats::gguf::Value as GgufValue;
-use preflight_plan::{Attention, CacheKind, Component, PlanOptions, Severity, Verdict, plan};
-use serde_json::Value;
+use preflight_plan::{Attention, CacheKind, Component, PlanOptions, plan};
 
-use crate::support::{fixtures, hub, options};
+use crate::support::{blocking, hub, options, plans_exactly, release_day_row, with_kv};
 
 const NANO: &str = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-GGUF";
 const NANO_FILE: &str = "NVIDIA-Nemotron-3-Nano-30B-A3B-Q8_0.gguf";
@@ -23,64 +20,6 @@ const QWEN35MOE: &str = "Qwen/Qwen3.5-35B-A3B-GGUF";
 const QWEN35MOE_FILE: &str = "Qwen3.5-35B-A3B-Q8_0.gguf";
 const GEMMA3: &str = "google/gemma-3-1b-it-GGUF";
 const GEMMA3_FILE: &str = "gemma-3-1b-it-Q8_0.gguf";
-
-fn expected(repo: &str, file: &str) -> Value {
-    let path = fixtures().join("packed/expected-release-day.json");
-    let all: Value = serde_json::from_slice(&std::fs::read(path).expect("expected-release-day.json")).expect("json");
-    let row = all[format!("{repo}/{file}")].clone();
-    assert!(row.is_object(), "{repo}/{file}: no row");
-    row
-}
-
-/// The wire name of each layer's kind (`full`, `mamba`, `none`, …).
-fn kinds(v: &Verdict) -> Vec<String> {
-    let arch = v.artifacts[0].architecture.as_ref().expect("architecture");
-    arch.attention
-        .iter()
-        .map(|a| {
-            serde_json::to_value(a).expect("json")["kind"]
-                .as_str()
-                .expect("kind")
-                .to_owned()
-        })
-        .collect()
-}
-
-/// Every figure the row records: admissible, stored elements by type, the parameter count
-/// (less MTP, as transformers counts), every layer's kind.
-fn plans_exactly(repo: &str, file: &str, json: &str) -> Verdict {
-    let want = expected(repo, file);
-    let v = plan(&[hub(repo)], &options(json)).expect("valid options");
-    let a = &v.artifacts[0];
-    let blocking: Vec<_> = a.findings.iter().filter(|f| f.severity == Severity::Blocking).collect();
-    assert!(v.admissible, "{repo}: {blocking:#?}");
-    let by_type: BTreeMap<String, u64> = serde_json::from_value(want["elements_by_type"].clone()).expect("elements");
-    assert_eq!(a.tensor_elements_by_dtype, by_type, "{repo}: stored elements");
-    let mtp = a.parameters.by_component.get(&Component::Mtp).copied().unwrap_or(0);
-    assert_eq!(
-        a.parameters.total - mtp,
-        want["transformers_num_parameters"].as_u64().expect("count"),
-        "{repo}: parameters less MTP"
-    );
-    let layer_kinds: Vec<String> = serde_json::from_value(want["layer_kinds"].clone()).expect("kinds");
-    assert_eq!(kinds(&v), layer_kinds, "{repo}: layer kinds");
-    v
-}
-
-/// `repo` planned with its GGUF key/values edited: `Some` sets, `None` removes.
-fn with_kv(repo: &str, edits: &[(&str, Option<GgufValue>)], json: &str) -> Verdict {
-    let mut facts = hub(repo);
-    let Content::Gguf { parts, .. } = &mut facts.content else {
-        panic!("{repo}: not a GGUF")
-    };
-    for (key, value) in edits {
-        match value {
-            Some(value) => parts[0].header.kv.insert((*key).to_owned(), value.clone()),
-            None => parts[0].header.kv.remove(*key),
-        };
-    }
-    plan(&[facts], &options(json)).expect("valid options")
-}
 
 /// The per-block array `key` of `repo`'s header, as unsigned integers.
 fn array(repo: &str, key: &str) -> Vec<u64> {
@@ -103,15 +42,6 @@ fn array(repo: &str, key: &str) -> Vec<u64> {
 
 fn uints(values: &[u64]) -> GgufValue {
     GgufValue::Array(values.iter().map(|n| GgufValue::UInt(*n)).collect())
-}
-
-fn blocking(v: &Verdict) -> Vec<(String, String, String)> {
-    v.artifacts[0]
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Blocking)
-        .map(|f| (f.code.as_str().to_owned(), f.subject.clone(), f.detail.clone()))
-        .collect()
 }
 
 /// Nemotron-3-Nano-30B-A3B as `nemotron_h_moe`: 23 Mamba2 blocks, 6 attention blocks, 23 MoE
@@ -197,7 +127,7 @@ fn nemotron_h_dense_gguf_plans_exactly() {
 /// layer's.
 #[test]
 fn qwen35moe_gguf_plans_exactly() {
-    let want = expected(QWEN35MOE, QWEN35MOE_FILE);
+    let want = release_day_row(&format!("{QWEN35MOE}/{QWEN35MOE_FILE}"));
     let v = plans_exactly(QWEN35MOE, QWEN35MOE_FILE, r#"{"context": 4096}"#);
     let a = &v.artifacts[0];
     let arch = a.architecture.as_ref().expect("architecture");

@@ -6,98 +6,28 @@
 //! header-only fixtures `fixtures/tools/mkgguf_release.py` writes); the KV cache hand-worked
 //! from llama.cpp's formulas.
 
-use std::collections::BTreeMap;
-
-use preflight_formats::facts::{ArtifactFacts, Content};
+use preflight_formats::facts::Content;
 use preflight_formats::gguf::{TensorInfo, Value as GgufValue};
-use preflight_plan::{Attention, CacheKind, Component, Severity, Verdict, plan};
+use preflight_plan::{Attention, CacheKind, Component, Verdict, plan};
 use serde_json::Value;
 
-use crate::support::{fixtures, hub, options};
+use crate::support::{blocking, edited, fixtures, hub, options, release_day_row, with_kv};
+
+/// [`crate::support::plans_exactly`], under llama.cpp.
+fn plans_exactly(repo: &str, file: &str, json: &str) -> Verdict {
+    let v = crate::support::plans_exactly(repo, file, json);
+    assert_eq!(
+        v.memory.as_ref().expect("memory").engine,
+        preflight_plan::Engine::LlamaCpp,
+        "{repo}"
+    );
+    v
+}
 
 const DEEPSEEK: &str = "deepseek-ai/DeepSeek-V3-GGUF";
 const DEEPSEEK_FILE: &str = "DeepSeek-V3-Q8_0.gguf";
 const PHI3: &str = "microsoft/Phi-3-mini-4k-instruct-GGUF";
 const PHI3_FILE: &str = "Phi-3-mini-4k-instruct-Q8_0.gguf";
-
-fn expected(repo: &str, file: &str) -> Value {
-    let path = fixtures().join("packed/expected-release-day.json");
-    let all: Value = serde_json::from_slice(&std::fs::read(path).expect("expected-release-day.json")).expect("json");
-    let row = all[format!("{repo}/{file}")].clone();
-    assert!(row.is_object(), "{repo}/{file}: no row");
-    row
-}
-
-/// The wire name of each layer's kind (`full`, `mla`, …).
-fn kinds(v: &Verdict) -> Vec<String> {
-    let arch = v.artifacts[0].architecture.as_ref().expect("architecture");
-    arch.attention
-        .iter()
-        .map(|a| {
-            serde_json::to_value(a).expect("json")["kind"]
-                .as_str()
-                .expect("kind")
-                .to_owned()
-        })
-        .collect()
-}
-
-fn blocking(v: &Verdict) -> Vec<(String, String, String)> {
-    v.artifacts[0]
-        .findings
-        .iter()
-        .filter(|f| f.severity == Severity::Blocking)
-        .map(|f| (f.code.as_str().to_owned(), f.subject.clone(), f.detail.clone()))
-        .collect()
-}
-
-/// Admissible under llama.cpp, stored elements by type, parameters (less MTP) as transformers
-/// counts them, every layer's kind.
-fn plans_exactly(repo: &str, file: &str, json: &str) -> Verdict {
-    let want = expected(repo, file);
-    let v = plan(&[hub(repo)], &options(json)).expect("valid options");
-    let a = &v.artifacts[0];
-    assert!(v.admissible, "{repo}: {:#?}", blocking(&v));
-    let by_type: BTreeMap<String, u64> = serde_json::from_value(want["elements_by_type"].clone()).expect("elements");
-    assert_eq!(a.tensor_elements_by_dtype, by_type, "{repo}: stored elements");
-    let mtp = a.parameters.by_component.get(&Component::Mtp).copied().unwrap_or(0);
-    assert_eq!(
-        a.parameters.total - mtp,
-        want["transformers_num_parameters"].as_u64().expect("count"),
-        "{repo}: parameters less MTP"
-    );
-    let layer_kinds: Vec<String> = serde_json::from_value(want["layer_kinds"].clone()).expect("kinds");
-    assert_eq!(kinds(&v), layer_kinds, "{repo}: layer kinds");
-    let memory = v.memory.as_ref().expect("memory");
-    assert_eq!(memory.engine, preflight_plan::Engine::LlamaCpp, "{repo}");
-    v
-}
-
-/// `repo`'s facts with its GGUF header edited: key/values set (`Some`) or removed (`None`),
-/// then its tensor list rewritten by `tensors`.
-fn edited(
-    repo: &str,
-    edits: &[(&str, Option<GgufValue>)],
-    tensors: impl FnOnce(&mut Vec<TensorInfo>),
-) -> ArtifactFacts {
-    let mut facts = hub(repo);
-    let Content::Gguf { parts, .. } = &mut facts.content else {
-        panic!("{repo}: not a GGUF")
-    };
-    let header = &mut parts[0].header;
-    for (key, value) in edits {
-        match value {
-            Some(value) => header.kv.insert((*key).to_owned(), value.clone()),
-            None => header.kv.remove(*key),
-        };
-    }
-    tensors(&mut header.tensors);
-    facts
-}
-
-fn with_kv(repo: &str, edits: &[(&str, Option<GgufValue>)], json: &str) -> Verdict {
-    plan(&[edited(repo, edits, |_| {})], &options(json)).expect("valid options")
-}
 
 /// Refused with `config.unsupported_value` on `key`, and not planned at all.
 fn refused_on(v: &Verdict, key: &str) {
@@ -137,7 +67,7 @@ const GGML_Q8_0: u32 = 8;
 ///   1,151,336,448 B.
 #[test]
 fn deepseek2_gguf_plans_exactly_with_the_latent_cache() {
-    let want = expected(DEEPSEEK, DEEPSEEK_FILE);
+    let want = release_day_row(&format!("{DEEPSEEK}/{DEEPSEEK_FILE}"));
     let v = plans_exactly(DEEPSEEK, DEEPSEEK_FILE, r#"{"context": 4096}"#);
     let a = &v.artifacts[0];
     // The count the bundled safetensors checkpoint has (fixtures/expected.json).

@@ -5,12 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use preflight_formats::facts::{ArtifactFacts, Content};
 use preflight_formats::gguf::Value as GgufValue;
 use preflight_plan::{Attention, PlanOptions, Severity, Verdict, plan};
 use serde_json::{Value, json};
 
-use crate::support::{codes, fixtures, hub};
+use crate::support::{codes, hub, release_day_row, with_kv};
 
 /// `repo` planned with `keys` set at the top of its config (`null` removes nothing: it is a
 /// value).
@@ -83,12 +82,6 @@ fn norm_eps_on_nemotron_h_is_ignored() {
     assert_eq!(graded(&v, "config.norm_eps"), info("config.ignored_key"));
 }
 
-fn release_day(key: &str) -> Value {
-    let path = fixtures().join("packed/expected-release-day.json");
-    let all: Value = serde_json::from_slice(&std::fs::read(path).expect("expected-release-day.json")).expect("json");
-    all[key].clone()
-}
-
 fn elements(value: &Value, field: &str) -> BTreeMap<String, u64> {
     value[field]
         .as_object()
@@ -132,7 +125,7 @@ fn expected_kinds(expected: &Value) -> Vec<String> {
 #[test]
 fn modelopt_mixed_precision_plans_exactly() {
     let repo = "nvidia/Qwen3.6-27B-NVFP4";
-    let expected = release_day(repo);
+    let expected = release_day_row(repo);
     let v = plan(&[hub(repo)], &PlanOptions::default()).expect("valid options");
     assert!(v.admissible, "{:#?}", v.artifacts[0].findings);
     let a = &v.artifacts[0];
@@ -157,7 +150,7 @@ fn modelopt_mixed_precision_plans_exactly() {
 #[test]
 fn modelopt_fp8_in_config_json_plans_exactly() {
     let repo = "Qwen/Qwen3-32B-FP8-Static-PerTensor";
-    let expected = release_day(repo);
+    let expected = release_day_row(repo);
     let v = plan(&[hub(repo)], &PlanOptions::default()).expect("valid options");
     assert!(v.admissible, "{:?}", codes(&v, 0));
     let a = &v.artifacts[0];
@@ -217,7 +210,7 @@ const QWEN35_GGUF: &str = "Qwen/Qwen3.5-0.8B-GGUF";
 /// loader's keys.
 #[test]
 fn qwen35_gguf_plans_exactly() {
-    let expected = release_day("Qwen/Qwen3.5-0.8B-GGUF/Qwen3.5-0.8B-Q8_0.gguf");
+    let expected = release_day_row("Qwen/Qwen3.5-0.8B-GGUF/Qwen3.5-0.8B-Q8_0.gguf");
     let v = plan(&[hub(QWEN35_GGUF)], &PlanOptions::default()).expect("valid options");
     assert!(v.admissible, "{:?}", v.artifacts[0].findings);
     let a = &v.artifacts[0];
@@ -239,23 +232,18 @@ fn qwen35_gguf_plans_exactly() {
     );
 }
 
-fn gguf_with(key: &str, value: GgufValue) -> Verdict {
-    let mut facts: ArtifactFacts = hub(QWEN35_GGUF);
-    let Content::Gguf { parts, .. } = &mut facts.content else {
-        panic!("gguf")
-    };
-    parts[0].header.kv.insert(key.to_owned(), value);
-    plan(&[facts], &PlanOptions::default()).expect("valid options")
-}
-
 /// A key under `<arch>.` llama.cpp never reads for that architecture is info; one it reads and
 /// the planner does not model stays blocking.
 #[test]
 fn gguf_keys_are_graded_by_llama_cpps_loader() {
-    let v = gguf_with("qwen35.frobnicate", GgufValue::UInt(3));
+    let v = with_kv(QWEN35_GGUF, &[("qwen35.frobnicate", Some(GgufValue::UInt(3)))], "{}");
     assert_eq!(graded(&v, "qwen35.frobnicate"), info("gguf.ignored_key"));
     assert!(v.admissible, "{:?}", codes(&v, 0));
-    let v = gguf_with("qwen35.attention.key_length_swa", GgufValue::UInt(64));
+    let v = with_kv(
+        QWEN35_GGUF,
+        &[("qwen35.attention.key_length_swa", Some(GgufValue::UInt(64)))],
+        "{}",
+    );
     assert_eq!(
         graded(&v, "qwen35.attention.key_length_swa"),
         Some(("gguf.unknown_key".to_owned(), Severity::Blocking))

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use preflight_plan::{Component, Severity, Verdict, plan};
 use serde_json::{Value, json};
 
-use crate::support::{codes, fixtures, hub, options, plan_with};
+use crate::support::{codes, hub, kind, options, plan_with, release_day_rows};
 
 /// Router biases inside MTP layers: the fixture's `mtp_parameters` counts them (they are
 /// outside transformers' model, so no buffer count of its excludes them); the planner keeps
@@ -32,18 +32,6 @@ const VISION_UNLISTED: &[(&str, u64)] = &[
     ("nvidia/Kimi-K2.6-NVFP4", 2 * 1152),
     ("nvidia/Kimi-K2.7-Code-NVFP4", 2 * 1152),
 ];
-
-fn expected() -> BTreeMap<String, Value> {
-    let text = std::fs::read_to_string(fixtures().join("packed/expected-release-day.json")).expect("json");
-    serde_json::from_str(&text).expect("expected-release-day.json")
-}
-
-fn kind(a: &impl serde::Serialize) -> String {
-    serde_json::to_value(a).expect("json")["kind"]
-        .as_str()
-        .expect("kind")
-        .to_owned()
-}
 
 /// Every way `verdict` differs from the row `want`.
 fn differences(repo: &str, verdict: &Verdict, want: &Value) -> Vec<String> {
@@ -98,7 +86,7 @@ fn differences(repo: &str, verdict: &Verdict, want: &Value) -> Vec<String> {
 fn every_release_day_checkpoint_plans_admissible_and_exact() {
     let mut failures = Vec::new();
     // The GGUF row is held by the CLI's fixture table (it reads the file as staged).
-    for (repo, want) in expected().iter().filter(|(repo, _)| !repo.ends_with(".gguf")) {
+    for (repo, want) in release_day_rows().iter().filter(|(repo, _)| !repo.ends_with(".gguf")) {
         // No memory asked: admissibility is the checkpoint's, not a cache model's.
         let verdict = plan_with(&[repo.as_str()], "{}");
         failures.extend(differences(repo, &verdict, want));
@@ -110,7 +98,7 @@ fn every_release_day_checkpoint_plans_admissible_and_exact() {
 #[test]
 #[ignore = "a report, not a check"]
 fn release_day_report() {
-    for (repo, want) in expected() {
+    for (repo, want) in release_day_rows() {
         if repo.ends_with(".gguf") {
             continue;
         }

@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use preflight_formats::facts::ArtifactFacts;
-use preflight_plan::{ArtifactMemory, Memory, PlanOptions, Verdict, plan};
+use preflight_formats::facts::{ArtifactFacts, Content};
+use preflight_formats::gguf::{TensorInfo, Value as GgufValue};
+use preflight_plan::{ArtifactMemory, Component, Memory, PlanOptions, Severity, Verdict, plan};
+use serde_json::Value;
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
@@ -83,3 +85,88 @@ pub fn codes(verdict: &Verdict, artifact: usize) -> Vec<String> {
 pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
+
+/// The ground truth of the release-day fixtures (`packed/expected-release-day.json`), by
+/// repo (GGUF rows: `repo/file`).
+pub fn release_day_rows() -> BTreeMap<String, Value> {
+    let text = std::fs::read_to_string(fixtures().join("packed/expected-release-day.json")).expect("json");
+    serde_json::from_str(&text).expect("expected-release-day.json")
+}
+
+/// One release-day row; it must exist.
+pub fn release_day_row(key: &str) -> Value {
+    let row = release_day_rows().remove(key).unwrap_or(Value::Null);
+    assert!(row.is_object(), "{key}: no row");
+    row
+}
+
+/// The wire name of a layer's kind (`full`, `mamba`, `mla`, …).
+pub fn kind(a: &impl serde::Serialize) -> String {
+    serde_json::to_value(a).expect("json")["kind"]
+        .as_str()
+        .expect("kind")
+        .to_owned()
+}
+
+/// The first artifact's layer kinds, as the wire names them.
+pub fn kinds(v: &Verdict) -> Vec<String> {
+    let arch = v.artifacts[0].architecture.as_ref().expect("architecture");
+    arch.attention.iter().map(kind).collect()
+}
+
+/// The first artifact's blocking findings as (code, subject, detail).
+pub fn blocking(v: &Verdict) -> Vec<(String, String, String)> {
+    v.artifacts[0]
+        .findings
+        .iter()
+        .filter(|f| f.severity == Severity::Blocking)
+        .map(|f| (f.code.as_str().to_owned(), f.subject.clone(), f.detail.clone()))
+        .collect()
+}
+
+/// A release-day GGUF row, planned: admissible, stored elements by type, parameters (less
+/// MTP) as transformers counts them, every layer's kind.
+pub fn plans_exactly(repo: &str, file: &str, json: &str) -> Verdict {
+    let want = release_day_row(&format!("{repo}/{file}"));
+    let v = plan(&[hub(repo)], &options(json)).expect("valid options");
+    let a = &v.artifacts[0];
+    assert!(v.admissible, "{repo}: {:#?}", blocking(&v));
+    let by_type: BTreeMap<String, u64> = serde_json::from_value(want["elements_by_type"].clone()).expect("elements");
+    assert_eq!(a.tensor_elements_by_dtype, by_type, "{repo}: stored elements");
+    let mtp = a.parameters.by_component.get(&Component::Mtp).copied().unwrap_or(0);
+    assert_eq!(
+        a.parameters.total - mtp,
+        want["transformers_num_parameters"].as_u64().expect("count"),
+        "{repo}: parameters less MTP"
+    );
+    let layer_kinds: Vec<String> = serde_json::from_value(want["layer_kinds"].clone()).expect("kinds");
+    assert_eq!(kinds(&v), layer_kinds, "{repo}: layer kinds");
+    v
+}
+
+/// `repo`'s facts with its GGUF header edited: key/values set (`Some`) or removed (`None`),
+/// then its tensor list rewritten by `tensors`.
+pub fn edited(
+    repo: &str,
+    edits: &[(&str, Option<GgufValue>)],
+    tensors: impl FnOnce(&mut Vec<TensorInfo>),
+) -> ArtifactFacts {
+    let mut facts = hub(repo);
+    let Content::Gguf { parts, .. } = &mut facts.content else {
+        panic!("{repo}: not a GGUF")
+    };
+    let header = &mut parts[0].header;
+    for (key, value) in edits {
+        match value {
+            Some(value) => header.kv.insert((*key).to_owned(), value.clone()),
+            None => header.kv.remove(*key),
+        };
+    }
+    tensors(&mut header.tensors);
+    facts
+}
+
+/// `repo` planned with its GGUF key/values edited (see [`edited`]).
+pub fn with_kv(repo: &str, edits: &[(&str, Option<GgufValue>)], json: &str) -> Verdict {
+    plan(&[edited(repo, edits, |_| {})], &options(json)).expect("valid options")
+}
