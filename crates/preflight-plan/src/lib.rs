@@ -64,9 +64,6 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     }
     // Placement first (how many devices, which degree), then every artifact sized for it.
     let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
-    if let Some(options) = memory_options {
-        placement::check_degree(&described, options, engine)?;
-    }
     let placed = memory_options.map(|o| placement::choose(&described, o, engine));
     // Runtimes are judged on the devices as planned (a chosen count included).
     let devices: Vec<options::DeviceGroup> = match placed.as_ref().map_or(options, |p| &p.options).devices.as_ref() {
@@ -81,6 +78,16 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
             .and_then(|p| memory::prepare(&artifact.inputs(), &p.options, engine, &mut findings));
         artifact.findings = findings;
         sizings.push(sizing);
+    }
+    // Placement only picks degrees that split: one that does not was the caller's.
+    if let (Some(options), Some(refused)) = (
+        memory_options,
+        described
+            .iter()
+            .zip(&sizings)
+            .find(|(_, s)| s.as_ref().is_some_and(|s| !s.splits())),
+    ) {
+        return Err(placement::unsplit_degree(&described, &refused.0.name, options, engine));
     }
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
     let mut system_findings: Vec<(Code, String)> = Vec::new();

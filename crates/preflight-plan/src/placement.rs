@@ -32,25 +32,25 @@ fn fits(described: &[Described], options: &PlanOptions, engine: MemoryEngine) ->
 /// Degrees listed as alternatives when no device count bounds them.
 const LISTED_DEGREES: u64 = 16;
 
-/// A `tensor_parallel` some artifact cannot be split over is the caller's mistake, not a
-/// verdict on the model: refused with the degrees that do split every artifact (and divide
-/// the device count, when one is named).
-pub fn check_degree(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Result<(), OptionsError> {
-    let Some(tp) = options.tensor_parallel else {
-        return Ok(());
-    };
-    let unsplit = |degree: u64| {
+/// A `tensor_parallel` the caller gave that the artifact `refused` cannot be split over (the
+/// degrees placement picks always split) is the caller's mistake, not a verdict on the model:
+/// the error names the degrees that split every artifact (and divide the device count, when
+/// one is named). Only this error path sizes the other degrees.
+pub fn unsplit_degree(
+    described: &[Described],
+    refused: &str,
+    options: &PlanOptions,
+    engine: MemoryEngine,
+) -> OptionsError {
+    let splits = |degree: u64| {
         let candidate = PlanOptions {
             tensor_parallel: Some(degree),
             devices: None,
             ..options.clone()
         };
-        described.iter().find(|d| {
-            memory::prepare(&d.inputs(), &candidate, engine, &mut Findings::default()).is_some_and(|s| !s.splits())
+        described.iter().all(|d| {
+            memory::prepare(&d.inputs(), &candidate, engine, &mut Findings::default()).is_none_or(|s| s.splits())
         })
-    };
-    let Some(refused) = unsplit(tp) else {
-        return Ok(());
     };
     let count = options
         .devices
@@ -58,21 +58,21 @@ pub fn check_degree(described: &[Described], options: &PlanOptions, engine: Memo
         .filter(|d| d.open_count().is_none())
         .map(|d| d.count());
     let working: Vec<String> = (1..=count.unwrap_or(LISTED_DEGREES))
-        .filter(|d| count.is_none_or(|c| c.is_multiple_of(*d)) && unsplit(*d).is_none())
+        .filter(|d| count.is_none_or(|c| c.is_multiple_of(*d)) && splits(*d))
         .map(|d| d.to_string())
         .collect();
     let among = match count {
         Some(count) => format!(" and divide the {count} devices"),
         None => String::new(),
     };
-    Err(OptionsError {
+    OptionsError {
         option: "tensor_parallel",
         message: format!(
-            "{tp}-way tensor parallelism cannot split {}: its attention heads, every layer's KV heads and its MLP widths must divide evenly (KV heads may instead divide the degree); degrees that split it{among}: {}",
-            refused.name,
+            "{}-way tensor parallelism cannot split {refused}: its attention heads, every layer's KV heads and its MLP widths must divide evenly (KV heads may instead divide the degree); degrees that split it{among}: {}",
+            options.tensor_parallel_degree(),
             working.join(", ")
         ),
-    })
+    }
 }
 
 pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Placed {
