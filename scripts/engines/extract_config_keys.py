@@ -149,11 +149,13 @@ class Archive:
         return self._ast[path]
 
 
-def check_package(pkgs, key):
-    fname, _version, expected = PACKAGES[key]
+def check_package(pkgs, key, packages=PACKAGES, script=SCRIPT):
+    """The pinned archive `packages[key]` in `pkgs`, its sha256 checked; exits when absent or
+    different."""
+    fname, _version, expected = packages[key]
     path = Path(pkgs) / fname
     if not path.exists():
-        sys.exit(f"error: {path} missing (see the pip download commands in {SCRIPT}'s docstring)")
+        sys.exit(f"error: {path} missing (see the pip download commands in {script}'s docstring)")
     got = sha256(path)
     if got != expected:
         sys.exit(f"error: {path} sha256 {got} != pinned {expected}")

@@ -28,11 +28,10 @@ import argparse
 import ast
 import re
 import sys
-import tarfile
-import zipfile
 from pathlib import Path
 
-from extract_config_keys import dump, sha256
+from extract_config_keys import PACKAGES as CONFIG_KEY_PACKAGES
+from extract_config_keys import Archive, check_package, dump
 
 SCRIPT = "scripts/engines/extract_kv_cache_dtypes.py"
 OUT_FILE = "kv_cache_dtypes.json"
@@ -42,24 +41,12 @@ PACKAGES = {
              "2d0e5fae45367bdbf111fcad68f4c0f8fdddd2f2fb643e52f0f2daebef7b41cf"),
     "sglang": ("sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl", "0.5.23",
                "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937"),
-    "llama_cpp": ("llama_cpp_python-0.3.36.tar.gz", "0.3.36",
-                  "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"),
+    "llama_cpp": CONFIG_KEY_PACKAGES["llama-cpp-python"],
 }
 
 VLLM_FILE = "vllm/config/cache.py"
 SGLANG_FILE = "sglang/srt/arg_groups/fields/model.py"
 LLAMA_FILE = "vendor/llama.cpp/common/arg.cpp"
-
-
-def member(path, name):
-    if str(path).endswith(".whl"):
-        with zipfile.ZipFile(path) as z:
-            return z.read(name).decode("utf-8")
-    with tarfile.open(path, "r:gz") as t:
-        for m in t.getmembers():
-            if m.isfile() and m.name.split("/", 1)[-1] == name:
-                return t.extractfile(m).read().decode("utf-8")
-    sys.exit(f"error: {name} not in {path}")
 
 
 def strings(node):
@@ -112,14 +99,12 @@ def generate(pkgs):
         "source_convention": "path inside the archive (sdist: relative to its top directory):line-end",
     }
     for engine, (fname, version, digest) in PACKAGES.items():
-        path = Path(pkgs) / fname
-        if not path.exists():
-            sys.exit(f"error: {path} missing (see the pip download commands in {SCRIPT}'s docstring)")
-        got = sha256(path)
-        if got != digest:
-            sys.exit(f"error: {path} sha256 {got} != pinned {digest}")
+        path = check_package(pkgs, engine, PACKAGES, SCRIPT)
         name, read = READERS[engine]
-        values, source = read(member(path, name))
+        text = Archive(path, lambda member, name=name: member == name).files.get(name)
+        if text is None:
+            sys.exit(f"error: {name} not in {path}")
+        values, source = read(text)
         doc[engine] = {"package": fname, "version": version, "sha256": digest, "values": values, "source": source}
     return dump(doc)
 
