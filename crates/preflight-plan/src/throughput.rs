@@ -55,7 +55,7 @@ pub fn load(
         active_weights_bytes_per_rank: rank.weights_bytes.saturating_sub(idle_experts),
         // The cells a step reads (not the pages an engine reserves), a rank's share: fewer
         // bytes than any rank can read, so the bound stays an upper bound.
-        kv_bytes_per_rank: memory.kv_cache_bytes.div_ceil(tp),
+        kv_bytes_per_rank: memory.model_cache_bytes().div_ceil(tp),
         flops_per_token: 2.0 * active as f64 + attention_flops(model, memory.context),
         weights,
     })

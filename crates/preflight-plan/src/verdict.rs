@@ -474,7 +474,8 @@ pub struct Memory {
     /// The share of each device the engine fills: vLLM's `gpu_memory_utilization`,
     /// SGLang's `mem_fraction_static`, 1 for llama.cpp.
     pub gpu_utilization: f64,
-    /// Sums over the artifacts of their `memory` figures.
+    /// Sums over the artifacts of their `memory` figures: what the devices hold between them,
+    /// `per_rank` times the ranks (`total_bytes = per_rank.total_bytes × tensor_parallel`).
     pub weights_bytes: u64,
     pub buffers_bytes: u64,
     pub kv_cache_bytes_per_token: u64,
@@ -595,20 +596,28 @@ pub struct ArtifactMemory {
     pub kv_dtype: String,
     /// `as_stored`, or the what-if type the weights are planned in.
     pub weights_dtype: String,
+    /// Placed on ranks (vLLM, SGLang), this and every term below but the per-token and state
+    /// figures is `per_rank`'s times the ranks: what the devices hold between them.
+    /// The weights as the ranks load them (replicated tensors counted on each rank, MXFP4
+    /// experts padded as the kernel wants them); as stored when not placed.
     pub weights_bytes: u64,
-    /// One rank's module buffers (see `RankMemory::buffers_bytes`); 0 under llama.cpp.
+    /// Module buffers (see `RankMemory::buffers_bytes`); 0 under llama.cpp.
     pub buffers_bytes: u64,
-    /// What one more token adds to one long sequence, past every sliding window.
+    /// What one more token adds to one long sequence in the model, past every sliding window
+    /// (one copy: the ranks may keep more, see `kv_cache[].bytes`).
     pub kv_cache_bytes_per_token: u64,
-    /// For `context` tokens in each of `sequences` sequences (per-sequence state included).
+    /// What the planned requests (`context` tokens × `sequences`) take, as the engine holds
+    /// it: vLLM's whole pages (a sliding layer keeps `window − 1 + max_num_batched_tokens`
+    /// tokens), llama.cpp's whole cells; per-sequence state included. The engine's whole
+    /// pool is `memory.kv_pool_bytes`, a different figure.
     pub kv_cache_bytes: u64,
     /// Recurrent state (linear attention, Mamba) one sequence holds, whatever its length.
     pub state_bytes_per_sequence: u64,
     /// That state for the requested sequences (part of `kv_cache_bytes`).
     pub state_bytes: u64,
-    /// One rank's activations (not split by tensor parallelism).
+    /// Activations: every rank holds its own (they are not split by tensor parallelism).
     pub activation_bytes: u64,
-    /// One rank's memory outside PyTorch (see `RankMemory::non_torch_bytes`).
+    /// Memory outside PyTorch on every rank (see `RankMemory::non_torch_bytes`).
     pub non_torch_bytes: u64,
     pub total_bytes: u64,
     /// The KV cache by attention kind: the working behind `kv_cache_bytes`.
@@ -626,6 +635,23 @@ pub struct ArtifactMemory {
     /// What each tensor-parallel rank holds; absent when the engine cannot page these caches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<RankMemory>,
+}
+
+impl ArtifactMemory {
+    /// The model's own cache at `context` × `sequences`, one copy: every token up to each
+    /// window and one state a sequence, before an engine rounds it to pages or cells or
+    /// keeps copies on its ranks (`kv_cache_bytes` is the engine's). What a decode step reads.
+    pub fn model_cache_bytes(&self) -> u64 {
+        self.kv_cache.iter().fold(0u64, |acc, g| {
+            let tokens = g.window.map_or(self.context, |w| w.min(self.context));
+            let per_layer = g
+                .bytes_per_token_per_layer
+                .unwrap_or(0)
+                .saturating_mul(tokens)
+                .saturating_add(g.bytes_per_sequence_per_layer.unwrap_or(0));
+            acc.saturating_add(per_layer.saturating_mul(g.layers).saturating_mul(self.sequences))
+        })
+    }
 }
 
 /// What a group of layers caches, named as `architecture.attention[].kind` names layers.
@@ -676,10 +702,12 @@ pub struct KvCacheGroup {
     /// Bytes one sequence holds in one such layer, whatever its length (conv + recurrent state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_per_sequence_per_layer: Option<u64>,
-    /// Tokens each sequence keeps in such a layer: `context`, or the window when shorter.
+    /// Tokens each sequence keeps in such a layer as the engine holds them: `context`, or the
+    /// window when shorter, rounded up to whole pages (vLLM) or cells (llama.cpp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokens_per_sequence: Option<u64>,
-    /// At the requested context and sequences.
+    /// At the requested context and sequences, as the engine holds them on all ranks
+    /// (padded pages, copies on every rank): may exceed per-token × tokens × layers.
     pub bytes: u64,
 }
 

@@ -72,7 +72,12 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     }
     if let Some(memory) = &v.memory {
         out.push('\n');
-        system_memory(&mut out, memory, &v.engines, paint);
+        let hybrid = v.artifacts.iter().filter_map(|a| a.memory.as_ref()).any(|m| {
+            m.kv_cache
+                .iter()
+                .any(|g| (g.kind, g.window) != (m.kv_cache[0].kind, m.kv_cache[0].window))
+        });
+        system_memory(&mut out, memory, hybrid, &v.engines, paint);
     } else if v
         .artifacts
         .iter()
@@ -234,6 +239,10 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
             "cos/sin the engine keeps beside the weights, whole on every rank".into(),
         );
     }
+    let ranks = match m.per_rank.as_ref().map_or(1, |r| r.tensor_parallel) {
+        1 => String::new(),
+        n => format!(" on {n} ranks"),
+    };
     let working = m
         .kv_cache
         .iter()
@@ -242,13 +251,24 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
                 Some(w) => format!("{} {}({w})", g.layers, g.kind.as_str()),
                 None => format!("{} {}", g.layers, g.kind.as_str()),
             };
-            match (g.bytes_per_token_per_layer, g.bytes_per_sequence_per_layer) {
-                (Some(per_token), _) => format!(
-                    "{kind} × {} × {} tokens",
-                    bytes(per_token),
-                    thousands(g.tokens_per_sequence.unwrap_or(0))
-                ),
-                (None, per_sequence) => format!("{kind} × {} state", bytes(per_sequence.unwrap_or(0))),
+            let (working, product) = match (g.bytes_per_token_per_layer, g.bytes_per_sequence_per_layer) {
+                (Some(per_token), _) => {
+                    let tokens = g.tokens_per_sequence.unwrap_or(0);
+                    (
+                        format!("{kind} × {} × {} tokens", bytes(per_token), thousands(tokens)),
+                        per_token.saturating_mul(tokens),
+                    )
+                }
+                (None, per_sequence) => {
+                    let per_sequence = per_sequence.unwrap_or(0);
+                    (format!("{kind} × {} state", bytes(per_sequence)), per_sequence)
+                }
+            };
+            // Pages padded to a common size, caches every rank keeps whole: say what is held.
+            let naive = product.saturating_mul(g.layers).saturating_mul(m.sequences);
+            match g.bytes == naive {
+                true => working,
+                false => format!("{working} ({} as the engine holds it{ranks})", bytes(g.bytes)),
             }
         })
         .collect::<Vec<_>>()
@@ -365,7 +385,9 @@ fn runtimes(out: &mut String, r: &Runtimes, releases: &Releases) {
 const BAR_WIDTH: usize = 40;
 
 /// The system on its devices: one bar per run of alike devices, then the verdict on fit.
-fn system_memory(out: &mut String, m: &Memory, releases: &Releases, paint: Paint) {
+/// `hybrid`: some artifact caches more than one kind of layer, where the engine's pool
+/// figure in tokens is not what one request can hold.
+fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases, paint: Paint) {
     let engine = release(releases, m.engine);
     let _ = writeln!(
         out,
@@ -460,6 +482,10 @@ fn system_memory(out: &mut String, m: &Memory, releases: &Releases, paint: Paint
         let mut line = format!("  KV pool {} a rank", bytes(pool));
         if let Some(tokens) = m.kv_pool_tokens {
             line.push_str(&format!(" · {} tokens as the engine reports it", thousands(tokens)));
+            if hybrid {
+                // vLLM's figure for a hybrid counts blocks per cache group, not tokens a request holds.
+                line.push_str(" (a hybrid's: blocks per cache group × block size)");
+            }
         }
         if let Some(concurrency) = m.max_concurrency {
             line.push_str(&format!(" · {concurrency:.2} requests at this context at once"));

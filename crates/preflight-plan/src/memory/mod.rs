@@ -817,15 +817,58 @@ impl Sizing {
         ))
     }
 
+    /// Each layer cache as the engine holds it at `context`: tokens a sequence keeps in it
+    /// (`None` for state) and bytes of it — on one rank for vLLM and SGLang (whole pages,
+    /// whole blocks, vLLM's empty group slots), whole cells under llama.cpp.
+    fn cache_use(&self, context: u64, target: &Target, llama: Option<llama_cpp::Context>) -> Vec<(Option<u64>, u64)> {
+        let tokens = |c: &LayerCache| (!c.kind.is_state()).then(|| c.tokens(context));
+        match (target.engine, llama) {
+            (MemoryEngine::LlamaCpp, Some(l)) => self
+                .caches
+                .iter()
+                .map(|c| {
+                    let cells = (!c.kind.is_state()).then(|| l.cells_of(c));
+                    (cells, l.layer_bytes(c).saturating_mul(c.layers))
+                })
+                .collect(),
+            (MemoryEngine::Vllm, _) if !self.lower_bound => match self.pool(target) {
+                Ok(pool) => pool.by_cache(self.caches.len(), context, self.sequences),
+                Err(_) => self
+                    .caches
+                    .iter()
+                    .map(|c| (tokens(c), c.bytes(context, self.sequences, true)))
+                    .collect(),
+            },
+            _ => self
+                .caches
+                .iter()
+                .map(|c| (tokens(c), c.bytes(context, self.sequences, true)))
+                .collect(),
+        }
+    }
+
+    /// This artifact's memory. Placed on ranks (vLLM, SGLang), every figure is one rank's
+    /// times the ranks, so the whole is what the devices hold between them; llama.cpp's is
+    /// what it allocates, devices and host together.
     pub fn report(&self, target: &Target) -> ArtifactMemory {
         let context = self.context;
         // llama.cpp allocates whole 256-cell streams and windows of a micro-batch more.
         let llama = (target.engine == MemoryEngine::LlamaCpp && !self.lower_bound)
             .then(|| llama_cpp::Context::new(context, self.sequences, &llama_cpp::Knobs::resolve(target.options)));
+        let per_rank = self.rank(context, target);
+        // Ranks the per-rank figures multiply by; llama.cpp's figures are already whole.
+        let ranks = match (target.engine, &per_rank) {
+            (MemoryEngine::LlamaCpp, _) => None,
+            (_, Some(rank)) => Some(rank.tensor_parallel.max(1)),
+            (_, None) => None,
+        };
+        let scale = |bytes: u64| bytes.saturating_mul(ranks.unwrap_or(1));
+        let uses = self.cache_use(context, target, llama);
         let kv_cache: Vec<KvCacheGroup> = self
             .caches
             .iter()
-            .map(|c| {
+            .zip(&uses)
+            .map(|(c, (tokens, bytes))| {
                 let state = c.kind.is_state();
                 KvCacheGroup {
                     kind: c.kind,
@@ -833,47 +876,58 @@ impl Sizing {
                     layers: c.layers,
                     bytes_per_token_per_layer: (!state).then_some(c.per_token),
                     bytes_per_sequence_per_layer: state.then_some(c.per_sequence),
-                    tokens_per_sequence: (!state).then(|| llama.map_or(c.tokens(context), |l| l.cells_of(c))),
-                    bytes: llama.map_or(c.bytes(context, self.sequences, false), |l| {
-                        l.layer_bytes(c).saturating_mul(c.layers)
-                    }),
+                    tokens_per_sequence: *tokens,
+                    bytes: match ranks {
+                        Some(_) => scale(*bytes),
+                        // Unplaced: the whole model's cache (llama.cpp's is already whole).
+                        None if llama.is_some() => *bytes,
+                        None => c.bytes(context, self.sequences, false),
+                    },
                 }
             })
             .collect();
-        let kv_cache_bytes = llama.map_or(self.kv(context, false), |l| l.kv(&self.caches));
-        let per_rank = self.rank(context, target);
         let buffers = llama.map(|_| llama_cpp::buffers(self, context, target));
-        // Activations as one rank holds them (they are not split by tensor parallelism);
-        // llama.cpp's compute buffer and its output buffer, wherever that sits.
-        let activation_bytes = match buffers {
-            Some(b) => b.compute.saturating_add(b.output),
-            None => per_rank.as_ref().map_or(0, |r| r.activation_bytes),
-        };
-        let non_torch_bytes = per_rank.as_ref().map_or(0, |r| r.non_torch_bytes);
-        let buffers_bytes = per_rank.as_ref().map_or(0, |r| r.buffers_bytes);
         let state_bytes_per_sequence = self.caches.iter().fold(0u64, |acc, c| {
             acc.saturating_add(c.per_sequence.saturating_mul(c.layers))
         });
+        // The model's own: one copy, whatever the ranks keep of it.
+        let kv_cache_bytes_per_token = self
+            .caches
+            .iter()
+            .filter(|c| c.cap.is_none())
+            .fold(0u64, |acc, c| acc.saturating_add(c.layers.saturating_mul(c.per_token)));
+        let (weights_bytes, buffers_bytes, kv_cache_bytes, activation_bytes, non_torch_bytes, total_bytes) =
+            match (&per_rank, ranks) {
+                (Some(rank), Some(_)) => (
+                    scale(rank.weights_bytes),
+                    scale(rank.buffers_bytes),
+                    scale(rank.kv_cache_bytes),
+                    scale(rank.activation_bytes),
+                    scale(rank.non_torch_bytes),
+                    scale(rank.total_bytes),
+                ),
+                _ => {
+                    let kv = kv_cache.iter().fold(0u64, |acc, g| acc.saturating_add(g.bytes));
+                    // llama.cpp's compute buffer and its output buffer, wherever that sits.
+                    let activation = buffers.map_or(0, |b| b.compute.saturating_add(b.output));
+                    let total = [kv, activation].into_iter().fold(self.weights, u64::saturating_add);
+                    (self.weights, 0, kv, activation, 0, total)
+                }
+            };
         ArtifactMemory {
             context,
             sequences: self.sequences,
             kv_dtype: self.kv_dtype.name().to_owned(),
             weights_dtype: self.weights_dtype.map_or("as_stored", WeightsDtype::name).to_owned(),
-            weights_bytes: self.weights,
+            weights_bytes,
             buffers_bytes,
-            kv_cache_bytes_per_token: self
-                .caches
-                .iter()
-                .filter(|c| c.cap.is_none())
-                .fold(0u64, |acc, c| acc.saturating_add(c.layers.saturating_mul(c.per_token))),
+            kv_cache_bytes_per_token,
             kv_cache_bytes,
             state_bytes_per_sequence,
             state_bytes: state_bytes_per_sequence.saturating_mul(self.sequences),
             activation_bytes,
             non_torch_bytes,
-            total_bytes: [kv_cache_bytes, activation_bytes, non_torch_bytes, buffers_bytes]
-                .into_iter()
-                .fold(self.weights, u64::saturating_add),
+            total_bytes,
             kv_cache,
             lower_bound: self.lower_bound,
             host_bytes: buffers.map(|b| b.host),

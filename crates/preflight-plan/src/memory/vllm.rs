@@ -162,6 +162,8 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u6
 /// One kind of page the KV pool holds, and how many layers hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Spec {
+    /// The layer cache (`Pool::new`'s `caches[cache]`) these pages belong to.
+    cache: usize,
     kind: CacheKind,
     cap: Option<u64>,
     block_size: u64,
@@ -209,12 +211,14 @@ impl Pool {
         let block = knobs.block_size;
         let mut specs: Vec<Spec> = caches
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(cache, c)| {
                 let page = match c.kind.is_state() {
                     true => c.per_sequence_rank,
                     false => c.per_token_rank.saturating_mul(block),
                 };
                 Spec {
+                    cache,
                     kind: c.kind,
                     cap: c.cap,
                     block_size: block,
@@ -226,13 +230,14 @@ impl Pool {
             .collect();
         // MLA with the sparse indexer caches two kinds of page per layer: the latent, and the
         // indexer's keys (its own `DeepseekV32IndexerCache` layer).
-        for cache in caches.iter().filter(|c| c.indexer_per_token_rank > 0) {
-            if let Some(latent) = specs.iter_mut().find(|s| s.kind == cache.kind) {
+        for (index, cache) in caches.iter().enumerate().filter(|(_, c)| c.indexer_per_token_rank > 0) {
+            if let Some(latent) = specs.iter_mut().find(|s| s.cache == index) {
                 latent.page = latent
                     .page
                     .saturating_sub(cache.indexer_per_token_rank.saturating_mul(block));
             }
             specs.push(Spec {
+                cache: index,
                 kind: CacheKind::Full,
                 cap: None,
                 block_size: block,
@@ -370,6 +375,40 @@ impl Pool {
             .saturating_mul(sequences)
             .saturating_mul(self.page)
             .saturating_mul(self.group_size)
+    }
+
+    /// `bytes_for` by layer cache (`Pool::new`'s `caches`, in order): the tokens a sequence
+    /// keeps in its pages (`None` for a state page), and the bytes `sequences` requests
+    /// take on this rank — a layer cache's pages, whole blocks of them, and in a hybrid the
+    /// slots its groups leave empty. They add up to `bytes_for`.
+    pub fn by_cache(&self, caches: usize, context: u64, sequences: u64) -> Vec<(Option<u64>, u64)> {
+        let mut out = vec![(None, 0u64); caches];
+        // One group: a block is a page of every layer, as many as the most demanding needs.
+        let one_group_blocks = self.blocks_per_request(context);
+        for spec in &self.specs {
+            let (pages, layer_slots) = match self.groups {
+                1 => (one_group_blocks, spec.layers),
+                _ => (
+                    spec.max_bytes(context, self.batched).div_ceil(spec.page.max(1)),
+                    spec.layers
+                        .div_ceil(self.group_size.max(1))
+                        .saturating_mul(self.group_size),
+                ),
+            };
+            let bytes = pages
+                .saturating_mul(spec.page)
+                .saturating_mul(layer_slots)
+                .saturating_mul(sequences);
+            let Some((tokens, total)) = out.get_mut(spec.cache) else {
+                continue;
+            };
+            *total = total.saturating_add(bytes);
+            if !spec.kind.is_state() {
+                let kept = pages.saturating_mul(spec.block_size);
+                *tokens = Some(tokens.map_or(kept, |t: u64| t.max(kept)));
+            }
+        }
+        out
     }
 
     /// "Maximum concurrency for N tokens per request".

@@ -266,3 +266,113 @@ fn llama_cpp_reports_no_pool() {
     );
     assert!(m.kv_cache_bytes > 0 && m.fits == Some(true));
 }
+
+/// One plan's figures agree with each other wherever a person reads them: the memory block's
+/// total is what its devices hold between them, each device row is one rank, the per-rank
+/// total is the sum of its terms, and the KV the requests take is one figure everywhere —
+/// apart from the pool the engine allocates. Gemma-4 (sliding + full) on one H100 was
+/// 65.87 GiB in the block beside a 72.13 GiB device row; Llama-3.1-70B on four was 145.45 GiB
+/// in all beside four ranks of 39.39.
+#[test]
+fn the_memory_block_is_its_ranks_times_the_ranks() {
+    for (repo, devices) in [
+        ("google/gemma-4-31B-it", "h100-80gb:1"),
+        ("meta-llama/Llama-3.1-70B", "h100-80gb:4"),
+        ("Qwen/Qwen3.5-35B-A3B", "h100-80gb:2"),
+        ("openai/gpt-oss-20b", "a100-80gb:1"),
+        ("deepseek-ai/DeepSeek-V3", "h200:8"),
+    ] {
+        for engine in ["vllm", "sglang"] {
+            let verdict = plan_with(
+                &[repo],
+                &format!(r#"{{"engine": "{engine}", "devices": "{devices}", "context": 32768}}"#),
+            );
+            let m = verdict.memory.expect("memory");
+            let artifact = verdict.artifacts[0].memory.as_ref().expect("artifact memory");
+            let rank = m.per_rank.as_ref().expect("placed");
+            let ranks = rank.tensor_parallel;
+            let what = format!("{repo} on {devices} under {engine}");
+            assert_eq!(
+                rank.total_bytes,
+                rank.weights_bytes
+                    + rank.buffers_bytes
+                    + rank.kv_cache_bytes
+                    + rank.activation_bytes
+                    + rank.non_torch_bytes,
+                "{what}: the per-rank line adds up"
+            );
+            for (whole, one) in [
+                (m.total_bytes, rank.total_bytes),
+                (m.weights_bytes, rank.weights_bytes),
+                (m.buffers_bytes, rank.buffers_bytes),
+                (m.kv_cache_bytes, rank.kv_cache_bytes),
+                (m.activation_bytes, rank.activation_bytes),
+                (m.non_torch_bytes, rank.non_torch_bytes),
+            ] {
+                assert_eq!(whole, one * ranks, "{what}: the block is its ranks times {ranks}");
+            }
+            assert_eq!(m.total_bytes, artifact.total_bytes, "{what}");
+            let groups: u64 = artifact.kv_cache.iter().map(|g| g.bytes).sum();
+            assert_eq!(
+                groups, m.kv_cache_bytes,
+                "{what}: the KV working adds up to the KV figure"
+            );
+            for device in &m.per_device {
+                assert_eq!(device.total_bytes, rank.total_bytes, "{what}: a device holds one rank");
+                assert_eq!(device.kv_cache_bytes, rank.kv_cache_bytes, "{what}");
+            }
+            // The pool is what the engine gives the cache, not what these requests take.
+            let pool = m.kv_pool_bytes.expect("pool");
+            let usable = m.per_device[0].usable_bytes;
+            assert_eq!(
+                pool,
+                usable.saturating_sub(rank.total_bytes - rank.kv_cache_bytes),
+                "{what}"
+            );
+        }
+    }
+}
+
+/// How many requests the pool holds and the longest context that fits are one rule: the
+/// requests asked for fit the pool at the longest context, a page more does not — for hybrids
+/// (DeltaNet state + full attention) and for sliding windows, whose pool in tokens as vLLM
+/// logs it counts blocks per cache group, not tokens a request can hold.
+#[test]
+fn concurrency_and_the_longest_context_agree() {
+    for (repo, devices, sequences) in [
+        ("Qwen/Qwen3.5-35B-A3B", "h100-80gb:1", 1),
+        ("google/gemma-4-31B-it", "h100-80gb:1", 1),
+        ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "h100-80gb:1", 64),
+    ] {
+        let at = |context: u64| {
+            system_of(
+                &[repo],
+                &format!(
+                    r#"{{"engine": "vllm", "devices": "{devices}", "context": {context}, "sequences": {sequences}}}"#
+                ),
+            )
+        };
+        let first = at(4096);
+        let longest = first.max_context_that_fits.expect("devices named");
+        assert!(longest > 0, "{repo}");
+        assert_eq!(
+            first.max_context_limited_by,
+            Some(preflight_plan::LimitedBy::Memory),
+            "{repo}: chosen to run out of memory"
+        );
+        let fits = at(longest);
+        let requests = sequences as f64;
+        assert!(
+            fits.max_concurrency.expect("concurrency") >= requests,
+            "{repo} at {longest}"
+        );
+        assert_eq!(fits.fits, Some(true), "{repo} at {longest}");
+        // Past it by more than any group's block: fewer requests than asked for.
+        let past = at(longest + 2048);
+        assert!(
+            past.max_concurrency.expect("concurrency") < requests,
+            "{repo} past {longest}"
+        );
+        assert_eq!(past.fits, Some(false), "{repo} past {longest}");
+    }
+}

@@ -41,9 +41,9 @@ fn qwen3_5_35b_a3b_kv_per_token_and_state_per_sequence() {
         .expect("full group");
     assert_eq!((full.layers, full.bytes_per_token_per_layer), (10, Some(2_048)));
     // The state does not grow with the context; the full layers do.
-    assert_eq!(m.kv_cache_bytes, 20_480 * 4096 * 2 + 64_389_120 * 2);
+    assert_eq!(m.model_cache_bytes(), 20_480 * 4096 * 2 + 64_389_120 * 2);
     let longer = memory_of("Qwen/Qwen3.5-35B-A3B", r#"{"context": 8192, "sequences": 2}"#);
-    assert_eq!(longer.kv_cache_bytes - m.kv_cache_bytes, 20_480 * 4096 * 2);
+    assert_eq!(longer.model_cache_bytes() - m.model_cache_bytes(), 20_480 * 4096 * 2);
     assert_eq!(longer.state_bytes, m.state_bytes);
 }
 

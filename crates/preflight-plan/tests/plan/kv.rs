@@ -84,7 +84,7 @@ fn kv_per_token_and_windows_match_the_hand_worked_figures() {
                 .sliding
                 .map_or(0, |(layers, window, per)| layers * per * window.min(context));
             assert_eq!(
-                m.kv_cache_bytes,
+                m.model_cache_bytes(),
                 full_layers_bytes + sliding_bytes,
                 "{} at {context}",
                 row.repo
@@ -109,18 +109,19 @@ fn gpt_oss_sliding_layers_stop_growing_at_their_window() {
     let at = |context: u64| memory_of("openai/gpt-oss-20b", &format!(r#"{{"context": {context}}}"#));
     let (m128, m129, m1000) = (at(128), at(129), at(1000));
     // Below the window both kinds grow; past it only the 12 full layers do.
-    assert_eq!(m129.kv_cache_bytes - m128.kv_cache_bytes, 24_576);
-    assert_eq!(m1000.kv_cache_bytes - m129.kv_cache_bytes, 24_576 * 871);
-    assert_eq!(at(2).kv_cache_bytes - at(1).kv_cache_bytes, 2 * 24_576);
+    let cache = |m: &preflight_plan::ArtifactMemory| m.model_cache_bytes();
+    assert_eq!(cache(&m129) - cache(&m128), 24_576);
+    assert_eq!(cache(&m1000) - cache(&m129), 24_576 * 871);
+    assert_eq!(cache(&at(2)) - cache(&at(1)), 2 * 24_576);
     let sliding = m1000
         .kv_cache
         .iter()
         .find(|g| g.kind == CacheKind::Sliding)
         .expect("sliding group");
-    assert_eq!(
-        (sliding.layers, sliding.window, sliding.tokens_per_sequence),
-        (12, Some(128), Some(128))
-    );
+    assert_eq!((sliding.layers, sliding.window), (12, Some(128)));
+    // vLLM keeps `window − 1 + max_num_batched_tokens` of a request, in whole pages plus one:
+    // ⌈min(127 + 8,192, 1,000) / 16⌉ + 1 = 64 pages of 16 tokens.
+    assert_eq!(sliding.tokens_per_sequence, Some(1_024));
 }
 
 #[test]
@@ -128,10 +129,16 @@ fn deepseek_v3_mla_caches_the_latent_whole_on_every_rank() {
     let m = memory_of("deepseek-ai/DeepSeek-V3", r#"{"context": 4096, "tensor_parallel": 8}"#);
     assert_eq!(m.kv_cache_bytes_per_token, 70_272);
     assert_eq!(m.kv_cache[0].kind, CacheKind::Mla);
-    let rank = m.per_rank.expect("128 heads split 8 ways");
+    let rank = m.per_rank.clone().expect("128 heads split 8 ways");
     assert_eq!(
-        rank.kv_cache_bytes, m.kv_cache_bytes,
+        rank.kv_cache_bytes,
+        m.model_cache_bytes(),
         "MLA's latent is not split by heads"
+    );
+    assert_eq!(
+        m.kv_cache_bytes,
+        8 * rank.kv_cache_bytes,
+        "every rank holds the whole latent"
     );
 }
 

@@ -40,23 +40,28 @@ fn gemma_4_31b_splits_sliding_and_full_layers_by_their_own_geometry() {
         let full = m.kv_cache.iter().find(|g| g.kind == CacheKind::Full).expect("full");
         assert_eq!((sliding.layers, sliding.window), (50, Some(1024)));
         assert_eq!(sliding.bytes_per_token_per_layer, Some(GEMMA4_SLIDING_PER_TOKEN));
-        assert_eq!(sliding.tokens_per_sequence, Some(context.min(1024)));
+        // vLLM keeps a window less one plus a batch of tokens, in whole pages plus one.
+        let kept = (1023 + 8192u64).min(context).div_ceil(16) * 16 + 16;
+        assert_eq!(sliding.tokens_per_sequence, Some(kept));
         assert_eq!(full.layers, 10);
         assert_eq!(full.bytes_per_token_per_layer, Some(GEMMA4_FULL_PER_TOKEN));
         // Only the 10 full layers grow past the window: 10 × 8,192 = 81,920 a token.
         assert_eq!(m.kv_cache_bytes_per_token, 81_920);
         assert_eq!(
-            m.kv_cache_bytes,
+            m.model_cache_bytes(),
             10 * 8_192 * context + 50 * 16_384 * context.min(1024),
             "at {context}"
         );
     }
     // At 8,192 tokens: 10 × 8,192 × 8,192 = 671,088,640 (full) + 50 × 16,384 × 1,024 =
     // 838,860,800 (sliding, capped) = 1,509,949,440 bytes.
-    assert_eq!(memory_of(GEMMA4, r#"{"context": 8192}"#).kv_cache_bytes, 1_509_949_440);
+    assert_eq!(
+        memory_of(GEMMA4, r#"{"context": 8192}"#).model_cache_bytes(),
+        1_509_949_440
+    );
     // At the full 262,144: 81,920 × 262,144 = 21,474,836,480 (20 GiB) + 838,860,800.
     assert_eq!(
-        memory_of(GEMMA4, r#"{"context": 262144}"#).kv_cache_bytes,
+        memory_of(GEMMA4, r#"{"context": 262144}"#).model_cache_bytes(),
         22_313_697_280
     );
 }
@@ -84,14 +89,14 @@ fn llama_4_scout_chunked_layers_stop_growing_at_8192() {
     let at = |context: u64| memory_of(SCOUT, &format!(r#"{{"context": {context}}}"#));
     // 4k: below the chunk all 48 layers grow: 48 × 4,096 × 4,096 = 805,306,368.
     let m4k = at(4096);
-    assert_eq!(m4k.kv_cache_bytes, 805_306_368);
+    assert_eq!(m4k.model_cache_bytes(), 805_306_368);
     // 8k: exactly one chunk, still all 48: 48 × 4,096 × 8,192 = 1,610,612,736.
     let m8k = at(8192);
-    assert_eq!(m8k.kv_cache_bytes, 1_610_612_736);
+    assert_eq!(m8k.model_cache_bytes(), 1_610_612_736);
     // 100k: 12 full × 4,096 × 100,000 = 4,915,200,000, plus 36 chunked × 4,096 × 8,192 =
     // 1,207,959,552 (capped at the chunk) = 6,123,159,552.
     let m100k = at(100_000);
-    assert_eq!(m100k.kv_cache_bytes, 6_123_159_552);
+    assert_eq!(m100k.model_cache_bytes(), 6_123_159_552);
     // Only the 12 full layers grow with the context: 12 × 4,096 = 49,152 bytes a token.
     for m in [&m4k, &m8k, &m100k] {
         assert_eq!(m.kv_cache_bytes_per_token, 49_152);
@@ -114,8 +119,9 @@ fn llama_4_scout_chunked_layers_stop_growing_at_8192() {
             .find(|g| g.kind == CacheKind::Chunked)
             .expect("chunked")
             .tokens_per_sequence,
-        Some(8192)
+        // vLLM keeps a chunk plus a batch of tokens (`ChunkedLocalAttentionSpec`): 8,192 + 8,192.
+        Some(16_384)
     );
     // One token past the chunk adds only the full layers' 49,152 bytes.
-    assert_eq!(at(8193).kv_cache_bytes - m8k.kv_cache_bytes, 49_152);
+    assert_eq!(at(8193).model_cache_bytes() - m8k.model_cache_bytes(), 49_152);
 }
