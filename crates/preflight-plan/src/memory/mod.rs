@@ -672,6 +672,10 @@ pub struct MoeShape {
     shared: u64,
     /// One expert's MLP width.
     width: u64,
+    /// The experts are stored unquantized, so vLLM runs them with its Triton fused-MoE
+    /// kernel (`oracle/unquantized.py` `select_unquantized_moe_backend`: TRITON on CUDA by
+    /// default), whose workspace it keeps.
+    unquantized: bool,
 }
 
 impl Shape {
@@ -708,6 +712,7 @@ impl Shape {
                 active: m.active,
                 shared: m.shared,
                 width: m.expert_intermediate_size.unwrap_or(0),
+                unquantized: model.quantization.is_none(),
             }),
             element_bytes: dtype.element_bytes(),
         }

@@ -11,39 +11,99 @@ use crate::verdict::CacheKind;
 /// The version every term here follows.
 pub const VERSION: &str = "0.19.0";
 
-/// MXFP4 MoE experts as vLLM allocates them: at the chosen kernel's tile sizes
-/// (`fused_moe/oracle/mxfp4.py:376-400` `mxfp4_round_up_hidden_size_and_intermediate_size`),
-/// the kernel being the first of `select_mxfp4_moe_backend`'s priorities (l.169-185) the
-/// default install runs: FlashInfer TRT-LLM on 10.x pads hidden and intermediate to 256,
-/// FlashInfer CUTLASS on exactly 9.0 both to 128, Marlin (everything else from 7.5) the
-/// intermediate to 128 and the hidden size to 256. The intermediate is a rank's share.
-/// Returns one expert's (allocated, stored) matrix area; `None` where nothing is padded or
-/// no named device says which kernel runs. Several device kinds: the largest padding.
+/// The kernel vLLM 0.19 runs MXFP4 MoE experts with: the first of `select_mxfp4_moe_backend`'s
+/// priorities (`fused_moe/oracle/mxfp4.py:169-185`, `:290-301`) that the default install
+/// supports on the device: FlashInfer TRT-LLM on 10.x; on 9.0 the OpenAI Triton kernels
+/// (vendored as `vllm/third_party/triton_kernels`, supported for `(9, 0) ≤ cap < (11, 0)`,
+/// `gpt_oss_triton_kernels_moe.py:887-896`), ahead of FlashInfer CUTLASS; Marlin elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mxfp4Kernel {
+    TrtLlm,
+    Triton,
+    Marlin,
+}
+
+impl Mxfp4Kernel {
+    fn on(compute_capability: u32) -> Mxfp4Kernel {
+        match compute_capability {
+            100..=109 => Mxfp4Kernel::TrtLlm,
+            90 => Mxfp4Kernel::Triton,
+            _ => Mxfp4Kernel::Marlin,
+        }
+    }
+
+    /// Bytes one expert's tensors hold on a rank once loaded — the gate/up and down weights
+    /// (two FP4 values a byte), their E8M0 scales (one a block of 32) and biases — for a
+    /// rank's intermediate width `intermediate` and the hidden size `hidden`. Checked: a
+    /// hostile config's widths may not fit 64 bits.
+    fn allocated(self, hidden: u64, intermediate: u64) -> Option<u64> {
+        // `mxfp4_round_up_hidden_size_and_intermediate_size` (`oracle/mxfp4.py:376-400`).
+        let (hidden, intermediate) = match self {
+            Mxfp4Kernel::TrtLlm => (
+                hidden.checked_next_multiple_of(256)?,
+                intermediate.checked_next_multiple_of(256)?,
+            ),
+            Mxfp4Kernel::Marlin => (
+                hidden.checked_next_multiple_of(256)?,
+                intermediate.checked_next_multiple_of(128)?,
+            ),
+            Mxfp4Kernel::Triton => (hidden, intermediate.checked_next_multiple_of(64)?),
+        };
+        let as_created = expert_bytes(hidden, intermediate, 2)?;
+        if self != Mxfp4Kernel::Triton {
+            // The others convert in place (`replace_parameter`): what was created stays.
+            return Some(as_created);
+        }
+        // Triton swizzles into new tensors (`mxfp4_utils.py:22-90` `_swizzle_mxfp4`): the
+        // values transposed and padded to 64 both ways (`HopperMXValueLayout.swizzle_data`),
+        // the scales to 256 rows and 2 columns (`HopperMXScaleLayout`); the weights are
+        // reassigned, but the scale parameters stay registered beside their swizzled copies
+        // (`quantization/mxfp4.py:301-309`), and the biases become f32 (`oracle/mxfp4.py:323`).
+        let up = |n: u64, to: u64| n.checked_next_multiple_of(to);
+        let values = up(hidden / 2, 64)?
+            .checked_mul(up(2 * intermediate, 64)?)?
+            .checked_add(up(intermediate / 2, 64)?.checked_mul(up(hidden, 64)?)?)?;
+        let swizzled_scales = up(2 * intermediate, 256)?
+            .checked_mul(up(hidden / 32, 2)?)?
+            .checked_add(up(hidden, 256)?.checked_mul(up(intermediate / 32, 2)?)?)?;
+        let scales = 3u64.checked_mul(hidden)?.checked_mul(intermediate)? / 32;
+        let biases = (2 * intermediate).checked_add(hidden)?.checked_mul(4)?;
+        values
+            .checked_add(swizzled_scales)?
+            .checked_add(scales)?
+            .checked_add(biases)
+    }
+}
+
+/// One expert's stored tensors: `2 × intermediate × hidden` gate/up and `hidden ×
+/// intermediate` down FP4 values (half a byte each), an E8M0 byte per 32 of them, and
+/// `2 × intermediate + hidden` biases of `bias_bytes`.
+fn expert_bytes(hidden: u64, intermediate: u64, bias_bytes: u64) -> Option<u64> {
+    let area = hidden.checked_mul(intermediate)?.checked_mul(3)?;
+    let biases = (2 * intermediate).checked_add(hidden)?.checked_mul(bias_bytes)?;
+    (area / 2).checked_add(area / 32)?.checked_add(biases)
+}
+
+/// MXFP4 MoE experts as vLLM allocates them for the kernel it picks ([`Mxfp4Kernel`]):
+/// padded to its tiles, and on Hopper swizzled beside scales it keeps. The intermediate is a
+/// rank's share. Returns one expert's (allocated, stored) bytes, which scale the routed
+/// experts; `None` where they are as stored or no named device says which kernel runs.
+/// Several device kinds: the largest.
 pub fn mxfp4_expert_padding(model: &Model, options: &PlanOptions, tp: u64) -> Option<(u64, u64)> {
     if options.weights_dtype.is_some() || model.quantization.as_ref()?.method != "mxfp4" {
         return None;
     }
     let width = model.moe.as_ref()?.expert_intermediate_size?;
     let (hidden, intermediate) = (model.hidden, width / tp.max(1));
-    let stored = hidden.checked_mul(intermediate).filter(|area| *area > 0)?;
-    let padded = options
+    let stored = expert_bytes(hidden, intermediate, 2).filter(|bytes| *bytes > 0)?;
+    let allocated = options
         .devices
         .as_ref()?
         .groups()
         .iter()
-        .filter_map(|g| {
-            let (hidden_tile, intermediate_tile) = match g.device()?.compute_capability? {
-                100..=109 => (256, 256),
-                90 => (128, 128),
-                _ => (256, 128),
-            };
-            // Checked: a hostile config's widths may not round up within 64 bits.
-            hidden
-                .checked_next_multiple_of(hidden_tile)?
-                .checked_mul(intermediate.checked_next_multiple_of(intermediate_tile)?)
-        })
+        .filter_map(|g| Mxfp4Kernel::on(g.device()?.compute_capability?).allocated(hidden, intermediate))
         .max()?;
-    (padded > stored).then_some((padded, stored))
+    (allocated != stored).then_some((allocated, stored))
 }
 
 /// Bytes of the RoPE cos/sin tables, which every rank keeps whole beside its weights and
@@ -135,9 +195,12 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u6
     // stage (QKV projection and attention output) or the MLP stage (gate+up, then the
     // activation's output), each split over ranks.
     let attention = shape.q_width.saturating_mul(2).saturating_add(shape.kv_width) / tp;
+    let workspace = triton_moe_workspace(shape, tokens, tp);
     let mlp = match shape.moe {
-        // fused_moe's workspaces: (tokens, top-k, 2·width) and (tokens, top-k, width), plus
-        // the shared experts' own MLP.
+        // The Triton kernel's workspace is held apart (below); the shared experts' own MLP.
+        Some(moe) if workspace > 0 => moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp,
+        // Other fused-MoE kernels' intermediates: (tokens, top-k, 2·width) and (tokens,
+        // top-k, width), plus the shared experts' own MLP.
         Some(moe) => moe
             .active
             .saturating_mul(moe.width.saturating_mul(3) / tp)
@@ -156,7 +219,34 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u6
         .saturating_mul(e.saturating_add(12))
         .saturating_add(rows.min(TRITON_SAMPLER_ROWS).saturating_mul(vocab).saturating_mul(4))
         .saturating_add(hidden_states);
-    forward.max(sampler)
+    // The workspace outlives the forward pass: the sampler's peak sits on top of it.
+    forward.max(sampler).saturating_add(workspace)
+}
+
+/// The workspace vLLM's Triton fused-MoE kernel takes for `tokens` tokens, and keeps: the
+/// modular kernel asks the worker's `WorkspaceManager` (`v1/worker/workspace.py`, which only
+/// grows) for `workspace13` — `(tokens, top_k, max(width, hidden))`, shared with the
+/// `(tokens, hidden)` output — and `workspace2`, `(tokens, top_k, max(2·width, hidden))`,
+/// each rounded to 256 bytes (`fused_moe/modular_kernel.py:1033-1068`,
+/// `fused_moe.py:1976-1991` `TritonExperts.workspace_shapes`). `width` is a rank's share.
+/// So the profile run's peak holds it under the sampler's. 0 for dense models and for
+/// quantized experts, whose kernels' buffers are not modelled apart.
+fn triton_moe_workspace(shape: &Shape, tokens: u64, tensor_parallel: u64) -> u64 {
+    let Some(moe) = shape.moe.filter(|m| m.unquantized && m.width > 0) else {
+        return 0;
+    };
+    let width = moe.width / tensor_parallel.max(1);
+    let rows = tokens.saturating_mul(moe.active);
+    let e = shape.element_bytes;
+    let workspace13 = rows
+        .saturating_mul(width.max(shape.hidden))
+        .max(tokens.saturating_mul(shape.hidden))
+        .saturating_mul(e);
+    let workspace2 = rows
+        .saturating_mul(width.saturating_mul(2).max(shape.hidden))
+        .saturating_mul(e);
+    let aligned = |bytes: u64| bytes.checked_next_multiple_of(256).unwrap_or(u64::MAX);
+    aligned(workspace13).saturating_add(aligned(workspace2))
 }
 
 /// One kind of page the KV pool holds, and how many layers hold it.
@@ -429,6 +519,28 @@ mod tests {
             scaling,
             f32: false,
         }
+    }
+
+    /// gpt-oss-20b's experts (hidden 2,880, width 2,880) one expert at a time, worked by hand.
+    #[test]
+    fn mxfp4_experts_are_held_as_each_kernel_lays_them_out() {
+        // Stored: 3 × 2,880 × 2,880 FP4 values (half a byte) = 12,441,600; a scale byte per
+        // 32 = 777,600; biases (2 × 2,880 + 2,880) BF16 = 17,280.
+        assert_eq!(expert_bytes(2880, 2880, 2), Some(13_236_480));
+        // Hopper, Triton: values padded to 64 both ways once transposed — (1,440 → 1,472) ×
+        // 5,760 and (1,440 → 1,472) × 2,880 = 12,718,080; swizzled scales (5,760 → 5,888) × 90
+        // and (2,880 → 3,072) × 90 = 806,400 beside the 777,600 kept; f32 biases 34,560.
+        assert_eq!(Mxfp4Kernel::Triton.allocated(2880, 2880), Some(14_336_640));
+        // Ampere, Marlin: hidden to 3,072 and width to 2,944, converted in place.
+        assert_eq!(Mxfp4Kernel::Marlin.allocated(2880, 2880), expert_bytes(3072, 2944, 2));
+        // Blackwell, TRT-LLM: both to 3,072.
+        assert_eq!(Mxfp4Kernel::TrtLlm.allocated(2880, 2880), expert_bytes(3072, 3072, 2));
+        assert_eq!(Mxfp4Kernel::on(90), Mxfp4Kernel::Triton);
+        assert_eq!(Mxfp4Kernel::on(80), Mxfp4Kernel::Marlin);
+        assert_eq!(Mxfp4Kernel::on(120), Mxfp4Kernel::Marlin);
+        assert_eq!(Mxfp4Kernel::on(100), Mxfp4Kernel::TrtLlm);
+        // A hostile width never wraps.
+        assert_eq!(Mxfp4Kernel::Triton.allocated(u64::MAX, u64::MAX), None);
     }
 
     #[test]

@@ -20,6 +20,25 @@ const KNOWN_MISSES: &[(u64, &str)] = &[];
 
 const WEIGHTS_TOLERANCE: f64 = 0.01;
 const POOL_TOLERANCE: f64 = 0.03;
+/// The mean |error| over every held record, per figure (the issue's bound; llm-d-planner
+/// publishes 0.89% on weights and 0.34% on the KV cache over its own sweep).
+const MEAN_TOLERANCE: f64 = 0.003;
+
+/// Mean |error| of the held rows' weights, KV pool and KV pool tokens, and how many rows.
+fn mean_errors(rows: &[Row]) -> ([f64; 3], usize) {
+    let held: Vec<[Figure; 3]> = rows
+        .iter()
+        .filter(|r| matches!(r.assessed, Assessed::Held))
+        .filter_map(|r| r.figures)
+        .collect();
+    let mut sums = [0.0; 3];
+    for figures in &held {
+        for (sum, (predicted, logged)) in sums.iter_mut().zip(figures) {
+            *sum += error(*predicted, logged.expect("held rows are logged")).abs();
+        }
+    }
+    (sums.map(|s| s / held.len().max(1) as f64), held.len())
+}
 
 fn records() -> Vec<Value> {
     let text = std::fs::read_to_string(fixtures().join("oracles/vllm-startup-logs.jsonl")).expect("oracle records");
@@ -129,7 +148,8 @@ fn plan_record(r: &Value) -> [Figure; 3] {
         None => format!("{}:{tp}", catalogue_device(r).expect("assessed WeightsOnly")),
     };
     let mut options = serde_json::json!({
-        "engine": "vllm",
+        // The release whose accounting the records are held to, named as a user would.
+        "engine": format!("vllm@{MODELLED}"),
         "devices": devices,
         "gpu_utilization": r["gpu_memory_utilization"].as_f64().expect("utilisation"),
         "context": r["max_model_len"].as_u64().expect("max_model_len"),
@@ -229,6 +249,14 @@ fn table(rows: &[Row]) -> String {
             cell(figures[2], 0)
         ));
     }
+    let ([weights, pool, tokens], held) = mean_errors(rows);
+    out.push_str(&format!(
+        "\nMean |error| over the {held} held records (vLLM {MODELLED}, planned with `--engine vllm@{MODELLED}`): \
+         weights {:.2}%, KV pool {:.2}%, KV pool tokens {:.2}%.\n",
+        weights * 100.0,
+        pool * 100.0,
+        tokens * 100.0
+    ));
     out
 }
 
@@ -245,6 +273,10 @@ fn vllm_0_19_startups_are_met_within_bounds() {
             "record {}: weights a rank predicted {predicted} against {logged} logged",
             row.id
         );
+    }
+    let (means, _) = mean_errors(&rows);
+    for (mean, what) in means.into_iter().zip(["weights", "KV pool", "KV pool tokens"]) {
+        assert!(mean <= MEAN_TOLERANCE, "mean |error| of {what} is {:.3}%", mean * 100.0);
     }
     for row in &held {
         let id = row.id;
