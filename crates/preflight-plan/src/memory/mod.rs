@@ -672,6 +672,9 @@ pub struct MoeShape {
     shared: u64,
     /// One expert's MLP width.
     width: u64,
+    /// The routed experts are stored unquantized: vLLM runs them through the Triton fused-MoE
+    /// kernel, whose workspaces it keeps (see `vllm::activation_peak`).
+    unquantized: bool,
 }
 
 impl Shape {
@@ -708,6 +711,7 @@ impl Shape {
                 active: m.active,
                 shared: m.shared,
                 width: m.expert_intermediate_size.unwrap_or(0),
+                unquantized: model.quantization.is_none(),
             }),
             element_bytes: dtype.element_bytes(),
         }
@@ -749,11 +753,15 @@ impl Target<'_> {
         }
     }
 
-    fn vllm_knobs(&self, mla: bool) -> vllm::Knobs {
+    fn vllm_knobs(&self, paging: vllm::Paging) -> vllm::Knobs {
         vllm::Knobs::resolve(
             self.options,
-            self.device.map(|d| (d.name.as_str(), d.capacity_bytes)),
-            mla,
+            self.device.map(|d| vllm::Part {
+                name: d.name.as_str(),
+                total: d.capacity_bytes,
+                capability: d.device().and_then(|c| c.compute_capability),
+            }),
+            paging,
         )
     }
 }
@@ -770,15 +778,21 @@ impl Sizing {
         })
     }
 
-    fn mla(&self) -> bool {
-        self.caches
-            .iter()
-            .any(|c| matches!(c.kind, CacheKind::Mla | CacheKind::MlaIndexer))
+    /// What pages the cache: MLA's backends choose their own block size.
+    fn paging(&self) -> vllm::Paging {
+        let kind = |k: CacheKind| self.caches.iter().any(|c| c.kind == k);
+        if kind(CacheKind::MlaIndexer) {
+            vllm::Paging::SparseMla
+        } else if kind(CacheKind::Mla) {
+            vllm::Paging::Mla
+        } else {
+            vllm::Paging::Standard
+        }
     }
 
     /// vLLM's paging of this artifact's caches on one rank.
     fn pool(&self, target: &Target) -> Result<vllm::Pool, String> {
-        vllm::Pool::new(&self.caches, &target.vllm_knobs(self.mla()))
+        vllm::Pool::new(&self.caches, &target.vllm_knobs(self.paging()))
     }
 
     /// What one rank holds at `context` under the target engine, or `None` when the model
@@ -790,7 +804,7 @@ impl Sizing {
             (_, true) => (0, 0, 0),
             (MemoryEngine::Vllm, false) => {
                 let pool = self.pool(target).ok()?;
-                let knobs = target.vllm_knobs(self.mla());
+                let knobs = target.vllm_knobs(self.paging());
                 (
                     pool.bytes_for(context, self.sequences),
                     vllm::activation_peak(&self.shape, tp, &knobs),
