@@ -1,5 +1,7 @@
-//! DeepSeek-V3 and the checkpoints that reuse its layout: Kimi-K2 (`kimi_k2`, the V3 layout
-//! under its own model_type) and DeepSeek-V3.2 (`deepseek_v32`: every layer adds a
+//! DeepSeek-V2 and V3 and the checkpoints that reuse their layout: DeepSeek-V2 (`deepseek_v2`:
+//! the same MLA and MoE blocks; V2-Lite has no query down-projection, `q_lora_rank` null, so
+//! `q_proj` in place of `q_a_proj`/`q_b_proj`), Kimi-K2 (`kimi_k2`, the V3 layout under its own
+//! model_type) and DeepSeek-V3.2 (`deepseek_v32`: every layer adds a
 //! sparse-attention indexer whose key is cached beside the latent). Multi-head latent
 //! attention, MoE with shared experts after `first_k_dense_replace` dense layers, and
 //! `num_nextn_predict_layers` MTP layers stored after the main stack. Kimi-K2.5's multimodal
@@ -78,8 +80,9 @@ pub(super) const TP_REPLICATED: &[&str] = &["model.layers.N.self_attn.{q_a_proj,
 
 pub static FAMILY: Family = Family {
     name: "deepseek",
-    model_types: &["deepseek_v3", "kimi_k2", "deepseek_v32"],
+    model_types: &["deepseek_v3", "kimi_k2", "deepseek_v32", "deepseek_v2"],
     architectures: &[
+        "DeepseekV2ForCausalLM",
         "DeepseekV3ForCausalLM",
         "DeepseekV32ForCausalLM",
         "KimiK25ForConditionalGeneration",

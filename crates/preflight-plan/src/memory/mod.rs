@@ -754,11 +754,15 @@ impl Target<'_> {
         }
     }
 
-    fn vllm_knobs(&self, mla: bool) -> vllm::Knobs {
+    fn vllm_knobs(&self, paging: vllm::Paging) -> vllm::Knobs {
         vllm::Knobs::resolve(
             self.options,
-            self.device.map(|d| (d.name.as_str(), d.capacity_bytes)),
-            mla,
+            self.device.map(|d| vllm::Part {
+                name: d.name.as_str(),
+                total: d.capacity_bytes,
+                capability: d.device().and_then(|c| c.compute_capability),
+            }),
+            paging,
         )
     }
 }
@@ -775,15 +779,21 @@ impl Sizing {
         })
     }
 
-    fn mla(&self) -> bool {
-        self.caches
-            .iter()
-            .any(|c| matches!(c.kind, CacheKind::Mla | CacheKind::MlaIndexer))
+    /// What pages the cache: MLA's backends choose their own block size.
+    fn paging(&self) -> vllm::Paging {
+        let kind = |k: CacheKind| self.caches.iter().any(|c| c.kind == k);
+        if kind(CacheKind::MlaIndexer) {
+            vllm::Paging::SparseMla
+        } else if kind(CacheKind::Mla) {
+            vllm::Paging::Mla
+        } else {
+            vllm::Paging::Standard
+        }
     }
 
     /// vLLM's paging of this artifact's caches on one rank.
     fn pool(&self, target: &Target) -> Result<vllm::Pool, String> {
-        vllm::Pool::new(&self.caches, &target.vllm_knobs(self.mla()))
+        vllm::Pool::new(&self.caches, &target.vllm_knobs(self.paging()))
     }
 
     /// What one rank holds at `context` under the target engine, or `None` when the model
@@ -795,7 +805,7 @@ impl Sizing {
             (_, true) => (0, 0, 0),
             (MemoryEngine::Vllm, false) => {
                 let pool = self.pool(target).ok()?;
-                let knobs = target.vllm_knobs(self.mla());
+                let knobs = target.vllm_knobs(self.paging());
                 (
                     pool.bytes_for(context, self.sequences),
                     vllm::activation_peak(&self.shape, tp, &knobs),

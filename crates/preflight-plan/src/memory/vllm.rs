@@ -161,16 +161,56 @@ pub struct Knobs {
     pub block_size: u64,
 }
 
+/// Which kind of attention pages the KV cache, for the block size vLLM's backend picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Paging {
+    /// Standard attention (or none): `CacheConfig.DEFAULT_BLOCK_SIZE`, 16.
+    Standard,
+    /// Multi-head latent attention without a sparse indexer.
+    Mla,
+    /// Multi-head latent attention with the sparse indexer (DeepSeek-V3.2, GLM-5).
+    SparseMla,
+}
+
+/// The device a plan is sized for: its name (a catalogue name, or a bare size), total bytes,
+/// and compute capability where the catalogue knows it (`90` for 9.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part<'a> {
+    pub name: &'a str,
+    pub total: u64,
+    pub capability: Option<u32>,
+}
+
 impl Knobs {
-    pub fn resolve(options: &PlanOptions, device: Option<(&str, u64)>, mla: bool) -> Knobs {
-        let large = device.is_none_or(|(name, total)| total >= 70 * GIB && !name.contains("a100"));
+    pub fn resolve(options: &PlanOptions, device: Option<Part>, paging: Paging) -> Knobs {
+        let large = device.is_none_or(|d| d.total >= 70 * GIB && !d.name.contains("a100"));
         let (tokens, seqs) = if large { (8192, 1024) } else { (2048, 256) };
         Knobs {
             max_num_seqs: options.max_num_seqs.unwrap_or(seqs),
             max_num_batched_tokens: options.max_num_batched_tokens.unwrap_or(tokens),
-            // MLA backends (FlashMLA) page by 64 tokens; the rest by 16.
-            block_size: options.block_size.unwrap_or(if mla { 64 } else { 16 }),
+            block_size: options
+                .block_size
+                .unwrap_or_else(|| default_block_size(paging, device.and_then(|d| d.capability))),
         }
+    }
+}
+
+/// The block size vLLM 0.19 settles on without `--block-size`: the default 16 unless the
+/// attention backend it selects cannot page by 16, then that backend's smallest size
+/// (`Platform.update_block_size_for_backend`, `platforms/interface.py:430-476`;
+/// `AttentionBackend.get_preferred_block_size`, `v1/attention/backend.py:189-197`). For MLA
+/// the CUDA platform tries its backends in order (`platforms/cuda.py:50-98`):
+/// - dense MLA on 9.x: FlashAttention MLA (`flashattn_mla.py:52-69`, any multiple of 16) — 16;
+///   on 10.x: FlashInfer MLA (`flashinfer_mla.py:49-66`, 32 or 64) — 32; elsewhere Triton MLA
+///   (`triton_mla.py:43-62`, multiples of 16) — 16. A device of unknown capability: 16.
+/// - sparse MLA (the indexer's): FlashMLA sparse (`flashmla_sparse.py:90-91`, only 64) — 64
+///   (FlashInfer's sparse kernel, first on 10.x for 16 heads or fewer, would take 32).
+fn default_block_size(paging: Paging, capability: Option<u32>) -> u64 {
+    match (paging, capability) {
+        (Paging::Standard, _) => 16,
+        (Paging::Mla, Some(100..=109)) => 32,
+        (Paging::Mla, _) => 16,
+        (Paging::SparseMla, _) => 64,
     }
 }
 
@@ -185,7 +225,8 @@ pub fn non_torch(tensor_parallel: u64) -> u64 {
 /// The profile run's torch peak above the weights (`gpu_model_runner.profile_run`): the
 /// larger of the forward pass over `max_num_batched_tokens` tokens and the sampler warm-up
 /// over `min(max_num_seqs, max_num_batched_tokens)` requests, while the forward pass's
-/// hidden states are still held.
+/// hidden states are still held — and, for unquantized MoE, the fused-MoE workspaces the
+/// forward pass left allocated under both.
 pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u64 {
     let tokens = knobs.max_num_batched_tokens;
     let e = shape.element_bytes;
@@ -193,7 +234,8 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u6
     let hidden_states = tokens.saturating_mul(shape.hidden).saturating_mul(e);
     // One decoder layer at its widest: the residual and the normed input, plus the attention
     // stage (QKV projection and attention output) or the MLP stage (gate+up, then the
-    // activation's output), each split over ranks.
+    // activation's output), each split over ranks. MoE layers add the experts' workspaces,
+    // held from the first MoE layer on, beside the shared experts' own MLP.
     let attention = shape.q_width.saturating_mul(2).saturating_add(shape.kv_width) / tp;
     let workspace = triton_moe_workspace(shape, tokens, tp);
     let mlp = match shape.moe {
@@ -541,6 +583,18 @@ mod tests {
         assert_eq!(Mxfp4Kernel::on(100), Mxfp4Kernel::TrtLlm);
         // A hostile width never wraps.
         assert_eq!(Mxfp4Kernel::Triton.allocated(u64::MAX, u64::MAX), None);
+    }
+
+    #[test]
+    fn mla_blocks_follow_the_backend_vllm_selects() {
+        assert_eq!(default_block_size(Paging::Standard, Some(100)), 16);
+        // FlashAttention MLA on Hopper, Triton MLA on Ampere or an unknown part: 16.
+        assert_eq!(default_block_size(Paging::Mla, Some(90)), 16);
+        assert_eq!(default_block_size(Paging::Mla, Some(80)), 16);
+        assert_eq!(default_block_size(Paging::Mla, None), 16);
+        // FlashInfer MLA on Blackwell pages by 32 or 64: the smaller.
+        assert_eq!(default_block_size(Paging::Mla, Some(100)), 32);
+        assert_eq!(default_block_size(Paging::SparseMla, Some(90)), 64);
     }
 
     #[test]

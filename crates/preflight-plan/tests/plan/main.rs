@@ -7,6 +7,7 @@
 
 mod bounded;
 mod catalogue_doc;
+mod deepseek_v2;
 mod engines;
 mod fail_closed;
 mod findings;

@@ -8,8 +8,15 @@ use serde_json::Value;
 
 use crate::support::{GIB, fixtures, plan_with};
 
-/// Records whose model has the same tensors as a bundled fixture under another name.
-const SAME_TENSORS: &[(&str, &str)] = &[("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B")];
+/// Records whose model has the same tensors as a bundled fixture under another name (the
+/// llm-d sweep spells RedHatAI's repo `…-fp8-dynamic`: Hub repo names are case-insensitive).
+const SAME_TENSORS: &[(&str, &str)] = &[
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
+    (
+        "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic",
+        "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic",
+    ),
+];
 
 /// The engine version whose accounting is modelled (vLLM 0.19.0, the version the startup logs cover: docs/memory.md).
 const MODELLED: &str = "0.19.0";
