@@ -130,8 +130,12 @@ pub struct Family {
     pub defaults: &'static [ConfigDefaults],
     /// What one of the family's multimodal wrappers (named by its `model_type`) leaves held
     /// through vLLM's profile run, read from the wrapper's whole config and the language model.
-    pub encoder_profile: Option<fn(wrapper: &str, config: &Map<String, Value>, text: &Model) -> Option<EncoderProfile>>,
+    pub encoder_profile: Option<EncoderProfileReader>,
 }
+
+/// Reads a wrapper's [`EncoderProfile`]: the wrapper's `model_type`, its whole config, and the
+/// language model its `text_config` made.
+pub type EncoderProfileReader = fn(wrapper: &str, config: &Map<String, Value>, text: &Model) -> Option<EncoderProfile>;
 
 /// A config class's defaults for the shape-deciding keys (see [`Family::defaults`]).
 pub struct ConfigDefaults {
