@@ -308,6 +308,23 @@ pub enum RopeScaling {
     Multimodal { yarn: Option<(f64, u64)> },
 }
 
+/// What a multimodal model's dummy encoder pass leaves on the device while vLLM 0.19's profile
+/// run goes on (`v1/worker/gpu_model_runner.py:5721-5795`, `profile_run`): the batched dummy
+/// inputs of the modality with the most embeddings an item (`_get_mm_dummy_batch`, on the
+/// device, floating inputs cast to the model's dtype by `multimodal/processing/context.py:225-237`)
+/// and the encoder's outputs in `encoder_cache`, both held through the text forward pass and the
+/// sampler warm-up. The family reads it from the wrapper's config (`memory/vllm.rs`
+/// `encoder_held` sizes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderProfile {
+    /// Embeddings one dummy item yields (its placeholder tokens).
+    pub tokens_per_item: u64,
+    /// Elements of one item's processed input (pixel values).
+    pub input_elements_per_item: u64,
+    /// Width of one embedding the encoder hands the language model.
+    pub output_width: u64,
+}
+
 /// What the planner understood of a model: dimensions, the layer stack, experts.
 #[derive(Debug, Clone)]
 pub struct Model {
@@ -336,6 +353,8 @@ pub struct Model {
     pub rope: Vec<Rope>,
     /// The graph llama.cpp builds for this architecture, where it is replayed.
     pub llama_cpp_graph: Option<LlamaCppGraph>,
+    /// A multimodal wrapper's dummy encoder pass, as vLLM profiles it (none for a text model).
+    pub encoder_profile: Option<EncoderProfile>,
 }
 
 /// Sizes past which a declared dimension is not a real model. Every loop and allocation the

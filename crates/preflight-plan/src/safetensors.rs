@@ -333,6 +333,12 @@ fn understand(
     normalized.model = normalized
         .model
         .checked(|key| format!("config.{prefix}{}", key.config), findings)?;
+    if let Some(profile) = family.encoder_profile
+        && !encoders.is_empty()
+        && let Some(wrapper) = top_type
+    {
+        normalized.model.encoder_profile = profile(wrapper, raw, &normalized.model);
+    }
     if !prefix.is_empty()
         && let Some(tie) = raw.get("tie_word_embeddings").and_then(Value::as_bool)
     {

@@ -1,5 +1,8 @@
-//! Gemma 2 and Gemma 3 (text): interleaved sliding/full attention, `head_dim` independent of
-//! hidden/heads (256 on gemma-3-1b), sandwich norms, tied embeddings by default. Gemma 3's
+//! Gemma (1), Gemma 2 and Gemma 3 (text). Gemma 1 (`gemma`, `GemmaForCausalLM`): every layer
+//! full attention, `head_dim` independent of hidden/heads (gemma-7b: 16 heads × 256 = 4096 over
+//! a 3072 hidden), tied embeddings (vLLM 0.19 `models/gemma.py:385-386` asserts them). Gemma 2
+//! and 3: interleaved sliding/full attention, `head_dim` independent of hidden/heads (256 on
+//! gemma-3-1b), sandwich norms, tied embeddings by default. Gemma 3's
 //! multimodal wrapper (`gemma3`, `Gemma3ForConditionalGeneration`) adds a SigLIP vision tower
 //! and a projector (transformers 5.24 `models/gemma3/configuration_gemma3.py` `Gemma3Config`,
 //! `modeling_gemma3.py` `Gemma3MultiModalProjector` l.635-650).
@@ -8,7 +11,7 @@ use super::*;
 
 pub static FAMILY: Family = Family {
     name: "gemma",
-    model_types: &["gemma2", "gemma3_text"],
+    model_types: &["gemma", "gemma2", "gemma3_text"],
     keys: &[
         ("attention_bias", Grade::Consumed),
         ("sliding_window", Grade::Consumed),
@@ -33,6 +36,7 @@ pub static FAMILY: Family = Family {
         )],
     ],
     architectures: &[
+        "GemmaForCausalLM",
         "Gemma2ForCausalLM",
         "Gemma3ForCausalLM",
         "Gemma3ForConditionalGeneration",
@@ -80,8 +84,33 @@ pub static FAMILY: Family = Family {
             ],
         },
     ],
+    encoder_profile: Some(gemma3_encoder_profile),
     ..Family::BASE
 };
+
+/// Gemma 3's dummy image as vLLM 0.19 profiles it (`models/gemma3_mm.py`): without pan-and-scan
+/// (`get_num_crops` is 0 unless the image processor's `do_pan_and_scan`, off by default,
+/// l.104-119) an image is one `image_size`² crop of
+/// `num_channels` (`SiglipVisionConfig`'s defaults 224 and 3), and it yields
+/// `mm_tokens_per_image` embeddings (`Gemma3Config`'s default 256) of the language model's
+/// width (`_process_image_input`, l.567-580: the projector's output, split per image).
+fn gemma3_encoder_profile(wrapper: &str, config: &Map<String, Value>, text: &Model) -> Option<EncoderProfile> {
+    if wrapper != "gemma3" {
+        return None;
+    }
+    let vision = config.get("vision_config").and_then(Value::as_object);
+    let number = |map: Option<&Map<String, Value>>, key: &str, default: u64| {
+        map.map_or(Some(default), |m| m.get(key).map_or(Some(default), Value::as_u64))
+    };
+    let image = number(vision, "image_size", 224)?;
+    let channels = number(vision, "num_channels", 3)?;
+    let tokens = number(Some(config), "mm_tokens_per_image", 256)?;
+    (tokens > 0).then(|| EncoderProfile {
+        tokens_per_item: tokens,
+        input_elements_per_item: channels.saturating_mul(image).saturating_mul(image),
+        output_width: text.hidden,
+    })
+}
 
 /// `SiglipVisionConfig`'s fields (transformers 5.24 `models/siglip/configuration_siglip.py`).
 /// The tower is counted from its stored tensors; these keys shape them.
@@ -106,7 +135,18 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         return None;
     }
     let window = cfg.opt_u64("sliding_window");
+    if model_type == "gemma" && window.is_some() {
+        // vLLM 0.19 `models/gemma.py` attends every layer over the whole context; a window
+        // in a Gemma 1 config is not a Gemma 1 the planner knows.
+        cfg.unsupported(
+            "sliding_window",
+            "Gemma (1) attends every layer over the whole context; this config is not a plain gemma",
+        );
+        return None;
+    }
     let spans_per_layer = match layer_types(cfg, dims.layers, window)? {
+        // Gemma 1 has no sliding layers.
+        None if model_type == "gemma" => (0..dims.layers).map(|_| Span::Full).collect(),
         Some(per_layer) => per_layer,
         None => {
             // transformers' defaults: Gemma 2 alternates from a sliding layer 0; Gemma 3

@@ -9,6 +9,7 @@ mod gemma;
 mod gemma4;
 mod glm;
 mod gpt_oss;
+mod granite;
 mod kimi_k25;
 mod llama;
 mod llama4;
@@ -26,7 +27,7 @@ mod step3p7;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf::GgufReader;
-use crate::model::{LlamaCppGraph, Mixer, Model, Rope, RopeScaling, Span, StateDtype};
+use crate::model::{EncoderProfile, LlamaCppGraph, Mixer, Model, Rope, RopeScaling, Span, StateDtype};
 pub use crate::verdict::Component;
 use crate::verdict::Moe;
 use serde_json::{Map, Value};
@@ -127,7 +128,14 @@ pub struct Family {
     /// `model_type`: read as if written (google/gemma-3-4b-it's `text_config` names neither
     /// its heads nor its vocabulary). A key no class defaults stays required.
     pub defaults: &'static [ConfigDefaults],
+    /// What one of the family's multimodal wrappers (named by its `model_type`) leaves held
+    /// through vLLM's profile run, read from the wrapper's whole config and the language model.
+    pub encoder_profile: Option<EncoderProfileReader>,
 }
+
+/// Reads a wrapper's [`EncoderProfile`]: the wrapper's `model_type`, its whole config, and the
+/// language model its `text_config` made.
+pub type EncoderProfileReader = fn(wrapper: &str, config: &Map<String, Value>, text: &Model) -> Option<EncoderProfile>;
 
 /// A config class's defaults for the shape-deciding keys (see [`Family::defaults`]).
 pub struct ConfigDefaults {
@@ -165,6 +173,7 @@ impl Family {
         wrappers: &[],
         gguf: None,
         defaults: &[],
+        encoder_profile: None,
     };
 }
 
@@ -192,6 +201,7 @@ pub static FAMILIES: &[&Family] = &[
     &mimo_v2_flash::FAMILY,
     &nemotron_h::FAMILY,
     &step3p7::FAMILY,
+    &granite::FAMILY,
 ];
 
 /// The family whose language model is `model_type`.
@@ -494,6 +504,7 @@ impl Dims {
             quantization: None,
             rope: self.rope.clone(),
             llama_cpp_graph: None,
+            encoder_profile: None,
         }
     }
 

@@ -663,6 +663,8 @@ pub struct Shape {
     intermediate: u64,
     moe: Option<MoeShape>,
     element_bytes: u64,
+    /// A multimodal model's dummy encoder pass (vLLM's profile run holds its inputs and outputs).
+    encoder: Option<crate::model::EncoderProfile>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -715,6 +717,7 @@ impl Shape {
                 unquantized: model.quantization.is_none(),
             }),
             element_bytes: dtype.element_bytes(),
+            encoder: model.encoder_profile,
         }
     }
 
@@ -808,7 +811,7 @@ impl Sizing {
                 let knobs = target.vllm_knobs(self.paging());
                 (
                     pool.bytes_for(context, self.sequences),
-                    vllm::activation_peak(&self.shape, tp, &knobs),
+                    vllm::activation_peak(&self.shape, tp, &knobs, context),
                     vllm::non_torch(tp),
                 )
             }

@@ -4,7 +4,7 @@
 //! the KV pool, cut into pages of `block_size` tokens and shared by the layers' cache groups.
 
 use super::{LayerCache, Shape};
-use crate::model::{Model, Rope, RopeScaling};
+use crate::model::{EncoderProfile, Model, Rope, RopeScaling};
 use crate::options::PlanOptions;
 use crate::verdict::CacheKind;
 
@@ -222,12 +222,34 @@ pub fn non_torch(tensor_parallel: u64) -> u64 {
     }
 }
 
+/// Bytes a multimodal model's dummy encoder pass leaves held through the rest of the profile
+/// run (`gpu_model_runner.py:5734-5779`): `max_items` dummy items of the modality with the most
+/// embeddings, their inputs batched on the device and the encoder's outputs in
+/// `encoder_cache`, all in the model's dtype, freed only after the sampler warm-up (l.5793-5794).
+/// `max_items` is `MultiModalBudget._get_max_items` (`multimodal/encoder_budget.py:142-181`):
+/// the encoder budget (`compute_mm_encoder_budget`, `v1/core/encoder_cache_manager.py:309-316`:
+/// `max_num_batched_tokens`, at least one item) over an item's embeddings, at most
+/// `max_num_seqs` prompts of `min(999, max_model_len ÷ item)` items each (999: the default
+/// `limit_mm_per_prompt`, `config/multimodal.py:269-271`), at least one. The encoder's own
+/// transient peak while it runs is not modelled (for Gemma 3's SigLIP it is below the sampler's).
+pub fn encoder_held(profile: &EncoderProfile, knobs: &Knobs, context: u64, element_bytes: u64) -> u64 {
+    let item = profile.tokens_per_item.max(1);
+    let by_encoder = knobs.max_num_batched_tokens.max(item) / item;
+    let by_decoder = knobs.max_num_seqs.saturating_mul((context / item).clamp(1, 999));
+    let items = by_encoder.min(by_decoder).max(1);
+    let per_item = profile
+        .input_elements_per_item
+        .saturating_add(item.saturating_mul(profile.output_width));
+    items.saturating_mul(per_item).saturating_mul(element_bytes)
+}
+
 /// The profile run's torch peak above the weights (`gpu_model_runner.profile_run`): the
 /// larger of the forward pass over `max_num_batched_tokens` tokens and the sampler warm-up
 /// over `min(max_num_seqs, max_num_batched_tokens)` requests, while the forward pass's
 /// hidden states are still held — and, for unquantized MoE, the fused-MoE workspaces the
-/// forward pass left allocated under both.
-pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u64 {
+/// forward pass left allocated, and for a multimodal model the dummy encoder pass's inputs
+/// and outputs, under both ([`encoder_held`]; `context` is `max_model_len`).
+pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, context: u64) -> u64 {
     let tokens = knobs.max_num_batched_tokens;
     let e = shape.element_bytes;
     let tp = tensor_parallel.max(1);
@@ -261,8 +283,10 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs) -> u6
         .saturating_mul(e.saturating_add(12))
         .saturating_add(rows.min(TRITON_SAMPLER_ROWS).saturating_mul(vocab).saturating_mul(4))
         .saturating_add(hidden_states);
-    // The workspace outlives the forward pass: the sampler's peak sits on top of it.
-    forward.max(sampler).saturating_add(workspace)
+    // The workspace and the encoder's batch outlive the forward pass: the sampler's peak
+    // sits on top of them.
+    let encoder = shape.encoder.map_or(0, |p| encoder_held(&p, knobs, context, e));
+    forward.max(sampler).saturating_add(workspace).saturating_add(encoder)
 }
 
 /// The workspace vLLM's Triton fused-MoE kernel takes for `tokens` tokens, and keeps: the

@@ -12,6 +12,7 @@ mod engines;
 mod fail_closed;
 mod findings;
 mod fit;
+mod gemma_granite;
 mod gguf_hybrid;
 mod gguf_mla_phi3;
 mod glm_nemotron;
