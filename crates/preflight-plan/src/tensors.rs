@@ -328,7 +328,13 @@ impl Classifier<'_> {
             _ => false,
         };
         let component = self.family.classify(normalized, is_mtp)?;
-        Some((component, self.family.placement(normalized, component)))
+        // An MTP layer is a decoder layer: its norms and router are held whole by every rank
+        // as the main stack's are (vLLM builds it from the same classes).
+        let placed_as = match is_mtp {
+            true => self.family.classify(normalized, false).unwrap_or(component),
+            false => component,
+        };
+        Some((component, self.family.placement(normalized, placed_as)))
     }
 
     /// Whether a layer index is past the main stack.

@@ -75,8 +75,13 @@ pub(super) const MTP_TENSORS: &[TensorGroup] = &[group(
     Mtp,
 )];
 
-/// vLLM's DeepseekV2MLAAttention builds the latent down-projections as ReplicatedLinear.
-pub(super) const TP_REPLICATED: &[&str] = &["model.layers.N.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight"];
+/// vLLM's DeepseekV2MLAAttention builds the latent down-projections as ReplicatedLinear; its
+/// MTP layer (`deepseek_mtp.py` `DeepSeekMultiTokenPredictorLayer`) builds `eh_proj` as a plain
+/// `nn.Linear` and its norms as `RMSNorm`, each whole on every rank.
+pub(super) const TP_REPLICATED: &[&str] = &[
+    "model.layers.N.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight",
+    "model.layers.N.{enorm,hnorm,eh_proj,shared_head.norm}.weight",
+];
 
 pub static FAMILY: Family = Family {
     name: "deepseek",
