@@ -163,6 +163,10 @@ catalogue! {
     /// The device count does not split the model and no degree was given: the plan uses the
     /// largest degree dividing the count that does; the other devices hold replicas.
     MemoryTensorParallelChosen => ("memory.tensor_parallel_chosen", Info),
+    /// With `speculative: eagle3:K`, the second source is the target's EAGLE-3 draft head: it
+    /// has no memory block of its own, because its weights, RoPE table and KV cache layer are
+    /// held by the target's engine and counted in the target's (`memory.speculative`).
+    MemorySpeculativeDraft => ("memory.speculative_draft", Info),
     /// (In `runtimes.<engine>.findings`; runtime findings never make a checkpoint
     /// inadmissible.) The engine registers no implementation of the checkpoint's
     /// `architectures` class (or GGUF `general.architecture`), and has no fallback for it.

@@ -18,6 +18,7 @@ mod placement;
 pub mod quant;
 mod runtimes;
 mod safetensors;
+pub mod speculative;
 mod tensors;
 mod throughput;
 pub mod verdict;
@@ -28,6 +29,7 @@ use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
 pub use options::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
+pub use speculative::{Speculative, SpeculativeMethod};
 pub use verdict::*;
 
 /// The verdict document's schema identifier.
@@ -63,28 +65,44 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
         engine.check_kv_dtype(dtype)?;
     }
     // Placement first (how many devices, which degree), then every artifact sized for it.
-    let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
+    // With speculative decoding the second source may be a draft head, read as one.
+    let draft = speculative::draft_index(options);
+    let mut described: Vec<Described> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| describe(f.borrow(), Some(i) == draft))
+        .collect();
+    if memory_options.is_some() && options.speculative.is_some() {
+        for (artifact, facts) in described.iter_mut().zip(facts) {
+            let first_mtp = artifact.model.as_ref().map_or(u64::MAX, |m| m.mtp_first_index);
+            artifact.skipped = speculative::scan(facts.borrow(), first_mtp);
+        }
+        speculative::check(&described, options, engine)?;
+    }
     let placed = memory_options.map(|o| placement::choose(&described, o, engine));
     // Runtimes are judged on the devices as planned (a chosen count included).
     let devices: Vec<options::DeviceGroup> = match placed.as_ref().map_or(options, |p| &p.options).devices.as_ref() {
         Some(devices) => devices.groups().to_vec(),
         None => Vec::new(),
     };
-    let mut sizings = Vec::with_capacity(described.len());
-    for artifact in &mut described {
-        let mut findings = std::mem::take(&mut artifact.findings);
-        let sizing = placed
-            .as_ref()
-            .and_then(|p| memory::prepare(&artifact.inputs(), &p.options, engine, &mut findings));
+    let mut findings: Vec<findings::Findings> = described.iter_mut().map(|a| std::mem::take(&mut a.findings)).collect();
+    let prepared = match &placed {
+        Some(p) => speculative::prepare(&described, &p.options, engine, &mut findings),
+        None => speculative::Prepared {
+            sizings: described.iter().map(|_| None).collect(),
+            draft: None,
+        },
+    };
+    for (artifact, findings) in described.iter_mut().zip(findings) {
         artifact.findings = findings;
-        sizings.push(sizing);
     }
+    let sizings = &prepared.sizings;
     // Placement only picks degrees that split: one that does not was the caller's.
     if let (Some(options), Some(refused)) = (
         memory_options,
         described
             .iter()
-            .zip(&sizings)
+            .zip(sizings)
             .find(|(_, s)| s.as_ref().is_some_and(|s| !s.splits())),
     ) {
         return Err(placement::unsplit_degree(&described, &refused.0.name, options, engine));
@@ -93,7 +111,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     let mut system_findings: Vec<(Code, String)> = Vec::new();
     let mut memory = placed.as_ref().and_then(|placed| {
         system_findings.extend(placed.note.iter().map(|(code, detail)| (*code, detail.clone())));
-        let sizings: Vec<&memory::Sizing> = sizings.iter().map(Option::as_ref).collect::<Option<_>>()?;
+        let sizings: Vec<&memory::Sizing> = prepared.planned()?;
         if sizings.is_empty() {
             return None;
         }
@@ -106,11 +124,16 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
         .and_then(|p| p.options.devices.as_ref()?.smallest().cloned());
     let count = described.len();
     let mut loads = Vec::with_capacity(count);
+    let target_name = described.first().map(|d| d.name.clone()).unwrap_or_default();
     let artifacts: Vec<ArtifactVerdict> = described
         .into_iter()
-        .zip(&sizings)
+        .zip(sizings)
         .enumerate()
         .map(|(index, (mut artifact, sizing))| {
+            if Some(index) == prepared.draft {
+                let detail = speculative::draft_note(&artifact, &target_name, placed.as_ref().map(|p| &p.options));
+                artifact.findings.push(Code::MemorySpeculativeDraft, "memory", detail);
+            }
             // System-wide findings sit with the last artifact, after its own.
             if index + 1 == count {
                 for (code, detail) in &system_findings {
@@ -159,8 +182,11 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
         engine,
         met: artifacts.iter().all(|a| a.runtimes.get(engine).supported.runs()),
     });
-    // Bounds for one model on its devices; a system of several has no one token to bound.
-    if let (Some(memory), [Some(load)], Some(p)) = (memory.as_mut(), loads.as_slice(), placed.as_ref()) {
+    // Bounds for one model on its devices; a system of several has no one token to bound, and
+    // a drafter's steps are not what the roofline models.
+    if let (Some(memory), [Some(load)], Some(p), None) =
+        (memory.as_mut(), loads.as_slice(), placed.as_ref(), options.speculative)
+    {
         memory.throughput_bounds = throughput::bounds(load, &devices, p.options.tensor_parallel_degree());
     }
     let mut summary = Summary::default();
@@ -222,6 +248,8 @@ pub(crate) struct Described {
     /// Some finding made reading it is blocking (see [`memory::Inputs::untrusted`]).
     blocked: bool,
     replays: std::sync::Arc<memory::Replays>,
+    /// Stored tensors a speculative drafter's engine does not keep (read only when asked).
+    skipped: speculative::Skipped,
 }
 
 impl Described {
@@ -253,7 +281,8 @@ impl Described {
     }
 }
 
-fn describe(facts: &ArtifactFacts) -> Described {
+/// `draft`: the source is a speculative draft head (`speculative: eagle3:K`'s second).
+fn describe(facts: &ArtifactFacts, draft: bool) -> Described {
     let mut findings = findings::Findings::default();
     let (format, model, parameters, weights_bytes, tensor_elements_by_dtype, layout) = match &facts.content {
         Content::Safetensors {
@@ -261,7 +290,7 @@ fn describe(facts: &ArtifactFacts) -> Described {
             index,
             missing_files,
         } => {
-            let p = safetensors::plan(facts, files, index.as_ref(), missing_files, &mut findings);
+            let p = safetensors::plan(facts, files, index.as_ref(), missing_files, draft, &mut findings);
             (
                 Format::Safetensors,
                 p.model,
@@ -295,6 +324,7 @@ fn describe(facts: &ArtifactFacts) -> Described {
         blocked: findings.any_blocking(),
         findings,
         replays: Default::default(),
+        skipped: Default::default(),
     }
 }
 

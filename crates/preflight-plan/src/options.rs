@@ -63,6 +63,12 @@ pub struct PlanOptions {
     /// speculative draft. Default: excluded, as engines skip them unless asked.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub include_mtp: bool,
+    /// Speculative decoding, `METHOD:K`: `mtp:3` drafts 3 tokens with the checkpoint's own
+    /// multi-token-prediction layers, `eagle3:3` with an EAGLE-3 draft head given as the second
+    /// source. The drafter's weights, KV cache layers, lookahead and profile-run terms join the
+    /// target's memory (`crate::speculative`, docs/memory.md § Speculative decoding).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<crate::speculative::Speculative>,
     /// The serving engine whose accounting the memory plan follows. Default: the engine its
     /// own knobs name, else llama.cpp when every artifact is a GGUF, else vLLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -289,7 +295,21 @@ impl PlanOptions {
                 format!("{ubatch} is more than the batch of {batch} (llama.cpp caps n_ubatch at n_batch)"),
             ));
         }
-        self.knob_engine()?;
+        let knob_engine = self.knob_engine()?;
+        if let Some(spec) = self.speculative {
+            if spec.method == crate::speculative::SpeculativeMethod::Mtp && self.include_mtp {
+                return Err(error(
+                    "include_mtp",
+                    "speculative mtp already counts the multi-token-prediction layers, as the engine holds them when they draft; give one or the other",
+                ));
+            }
+            if knob_engine == Some(MemoryEngine::LlamaCpp) {
+                return Err(error(
+                    "speculative",
+                    "llama.cpp's speculative decoding (a separate draft model) is not modelled; plan it with vllm or sglang",
+                ));
+            }
+        }
         if let (Some(tp), Some(devices)) = (self.tensor_parallel, &self.devices)
             && devices.open_count().is_none()
         {

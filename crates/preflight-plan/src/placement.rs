@@ -20,13 +20,9 @@ pub struct Placed {
 /// What the system looks like under `options`: `None` when some artifact cannot be split
 /// over its degree, else whether it fits.
 fn fits(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Option<bool> {
-    let mut scratch = Findings::default();
-    let sizings: Vec<memory::Sizing> = described
-        .iter()
-        .map(|d| memory::prepare(&d.inputs(), options, engine, &mut scratch))
-        .collect::<Option<_>>()?;
-    let refs: Vec<&memory::Sizing> = sizings.iter().collect();
-    memory::fits_as_planned(&refs, options, engine)
+    let mut scratch: Vec<Findings> = described.iter().map(|_| Findings::default()).collect();
+    let prepared = crate::speculative::prepare(described, options, engine, &mut scratch);
+    memory::fits_as_planned(&prepared.planned()?, options, engine)
 }
 
 /// Degrees listed as alternatives when no device count bounds them.
@@ -48,9 +44,12 @@ pub fn unsplit_degree(
             devices: None,
             ..options.clone()
         };
-        described.iter().all(|d| {
-            memory::prepare(&d.inputs(), &candidate, engine, &mut Findings::default()).is_none_or(|s| s.splits())
-        })
+        let mut scratch: Vec<Findings> = described.iter().map(|_| Findings::default()).collect();
+        crate::speculative::prepare(described, &candidate, engine, &mut scratch)
+            .sizings
+            .iter()
+            .flatten()
+            .all(memory::Sizing::splits)
     };
     let count = options
         .devices

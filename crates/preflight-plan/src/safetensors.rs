@@ -44,6 +44,7 @@ pub fn plan(
     files: &[SafetensorsFile],
     index: Option<&Index>,
     missing: &[String],
+    draft: bool,
     findings: &mut Findings,
 ) -> Planned {
     let tensors: usize = files.iter().map(|f| f.header.tensors.len()).sum();
@@ -69,7 +70,7 @@ pub fn plan(
         || {
             let understood = facts.config.as_ref().and_then(|config| {
                 let quant_config = facts.quant_config.as_ref().map(|q| &q.raw);
-                understand(&config.raw, quant_config, &mut read)
+                understand(&config.raw, quant_config, draft, &mut read)
             });
             if facts.config.is_none() {
                 read.push(
@@ -101,8 +102,10 @@ pub fn plan(
         model.quantization = u.method.as_ref().map(|m| m.summary.clone());
         model
     });
-    if let Some(model) = model.as_mut() {
-        tensors::check_layers(&records, model, findings);
+    match (model.as_mut(), draft) {
+        (Some(_), true) => tensors::check_draft_head(&records, findings),
+        (Some(model), false) => tensors::check_layers(&records, model, findings),
+        (None, _) => {}
     }
     let folded = tensors::fold(&records, &names, model.as_ref(), findings);
     let elements = tensors::elements_by_dtype(&records, &names);
@@ -269,6 +272,7 @@ fn records<'a>(
 fn understand(
     raw: &Map<String, Value>,
     quant_config: Option<&Map<String, Value>>,
+    draft: bool,
     findings: &mut Findings,
 ) -> Option<Understood> {
     let top_type = raw.get("model_type").and_then(Value::as_str);
@@ -287,7 +291,21 @@ fn understand(
             return None;
         }
     };
-    let Some(family) = families::for_model_type(model_type) else {
+    let family = match draft {
+        // A draft head is read as one whatever its config calls itself.
+        true => families::eagle3_draft(model_type),
+        false => families::for_model_type(model_type),
+    };
+    let Some(family) = family else {
+        if draft {
+            let finding = findings.push(
+                Code::ArchitectureUnknown,
+                format!("config.{prefix}model_type"),
+                format!("an EAGLE-3 draft head of model_type `{model_type}` is not modelled: vLLM 0.19 reads `llama` heads (Eagle3LlamaForCausalLM)"),
+            );
+            finding.observed = Some(model_type.into());
+            return None;
+        }
         let finding = findings.push(
             Code::ArchitectureUnknown,
             format!("config.{prefix}model_type"),

@@ -797,6 +797,38 @@ pub fn check_layers(records: &[Record], model: &Model, findings: &mut Findings) 
     }
 }
 
+/// An EAGLE-3 draft head's tensors (`families/eagle3.rs`): its one decoder layer's attention
+/// and MLP, the `fc` fusing the target's hidden states and its own `lm_head` must all be
+/// there — it has no token embedding to check (the engines use the target's).
+pub fn check_draft_head(records: &[Record], findings: &mut Findings) {
+    let present = |wanted: Component| {
+        records
+            .iter()
+            .any(|r| matches!(r.kind, Kind::Param { component, .. } if component == wanted))
+    };
+    for (component, tensor, what) in [
+        (
+            Component::Attention,
+            "midlayer.self_attn.{q,k,v,o}_proj.weight",
+            "the head's decoder layer has no attention",
+        ),
+        (
+            Component::Mlp,
+            "midlayer.mlp.{gate,up,down}_proj.weight",
+            "the head's decoder layer has no MLP (nor the fc fusing the target's hidden states)",
+        ),
+        (
+            Component::LmHead,
+            "lm_head.weight",
+            "the head has no lm_head over its draft vocabulary",
+        ),
+    ] {
+        if !present(component) {
+            findings.push(Code::TensorMissing, tensor, what);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// What a million-tensor header costs the planner is a million records: at 88 bytes (a

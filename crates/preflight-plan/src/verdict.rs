@@ -635,6 +635,46 @@ pub struct ArtifactMemory {
     /// What each tensor-parallel rank holds; absent when the engine cannot page these caches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_rank: Option<RankMemory>,
+    /// Speculative decoding (`speculative` option): what the drafter adds, term by term. Every
+    /// figure here is already inside the block's own (`weights_bytes`, `buffers_bytes`,
+    /// `kv_cache_bytes`, `activation_bytes`), so the totals stay sums of their terms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculative: Option<SpeculativeMemory>,
+}
+
+/// What speculative decoding adds to its target's memory, on all ranks as the block's other
+/// figures (docs/memory.md § Speculative decoding).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpeculativeMemory {
+    /// `mtp` or `eagle3`.
+    pub method: String,
+    /// Tokens drafted a step (vLLM `num_speculative_tokens`; SGLang `speculative_num_steps`).
+    pub num_speculative_tokens: u64,
+    /// The drafter's source: the target itself for `mtp`, the second source for `eagle3`.
+    pub draft: String,
+    /// The drafter's weights as the engine holds them (tensors it shares with the target,
+    /// or never loads, left out).
+    pub draft_weights_bytes: u64,
+    /// RoPE tables the drafter builds beside the target's (0 when it reuses the target's).
+    pub draft_buffers_bytes: u64,
+    /// The drafter's attention layers, cached in the same pool as the target's
+    /// (`kv_cache[].draft_layers` says which groups hold them).
+    pub draft_kv_layers: u64,
+    /// What one token adds to the drafter's layers, one copy.
+    pub draft_kv_cache_bytes_per_token: u64,
+    /// Of `kv_cache_bytes`, the drafter's layers' share at the planned context.
+    pub draft_kv_cache_bytes: u64,
+    /// Tokens a request holds beyond its own for drafting: vLLM's `num_lookahead_tokens`
+    /// (allocated beside the unverified drafts, capped at `max_model_len`); SGLang's decode
+    /// reserve, `2 × max(steps × topk, draft tokens)`.
+    pub lookahead_tokens: u64,
+    /// What the lookahead adds to `kv_cache_bytes` for the planned requests: 0 under vLLM,
+    /// whose allocation stops at `max_model_len` (the planned context).
+    pub lookahead_kv_cache_bytes: u64,
+    /// What drafting adds to the profile run's activation peak (vLLM's rejection-sampler
+    /// warm-up and the drafter's forward pass; 0 under SGLang, which leaves activations out of
+    /// `mem_fraction_static`).
+    pub activation_bytes: u64,
 }
 
 impl ArtifactMemory {
@@ -709,6 +749,14 @@ pub struct KvCacheGroup {
     /// At the requested context and sequences, as the engine holds them on all ranks
     /// (padded pages, copies on every rank): may exceed per-token × tokens × layers.
     pub bytes: u64,
+    /// Of `layers`, the speculative drafter's (an MTP layer, an EAGLE-3 head's layer): the
+    /// engine caches them in the same pool, in the group of their kind.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_layers: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One tensor-parallel rank's share of an artifact.

@@ -170,7 +170,10 @@ fn cache_command(action: &CacheAction) -> ExitCode {
 
 fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: Option<&FactsCache>) -> ExitCode {
     // Options are checked before any source is read: a bad value costs no network.
-    let options = match memory.options() {
+    let options = match memory
+        .options()
+        .and_then(|o| preflight_plan::speculative::check_sources(&o, sources.len()).map(|()| o))
+    {
         Ok(options) => options,
         Err(e) => return invalid_options(json, &e),
     };

@@ -3,7 +3,7 @@
 //! the planner's own types, so the CLI and the service accept exactly the same things.
 
 use clap::Args;
-use preflight_plan::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
+use preflight_plan::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, WeightsDtype};
 
 /// Memory and fit (see docs/memory.md). Giving any of these adds the memory plan
 /// (`--sequences 1` asks for it with every default).
@@ -34,6 +34,13 @@ pub struct MemoryArgs {
     /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].
     #[arg(long, help_heading = "Memory")]
     pub include_mtp: bool,
+    /// Speculative decoding, METHOD:K (vLLM and SGLang): `mtp:3` drafts 3 tokens a step with
+    /// the checkpoint's own multi-token-prediction layers (one source); `eagle3:3` with an
+    /// EAGLE-3 draft head given as the second source (`preflight plan TARGET DRAFT
+    /// --speculative eagle3:3`). The drafter's weights, KV cache layers, lookahead and
+    /// profile-run terms join the target's memory (docs/memory.md § Speculative decoding).
+    #[arg(long, value_name = "METHOD:K", help_heading = "Memory")]
+    pub speculative: Option<Speculative>,
     /// Plan once per value and print them side by side: OPTION=A,B,… with OPTION one of
     /// weights-dtype, kv-dtype, engine (e.g. `--compare weights-dtype=bf16,fp8,int4`).
     /// The sources are read once.
@@ -184,6 +191,7 @@ impl MemoryArgs {
             tensor_parallel: self.tensor_parallel,
             gpu_utilization: self.gpu_utilization,
             include_mtp: self.include_mtp,
+            speculative: self.speculative,
             engine: self.engine,
             max_num_seqs: self.max_num_seqs,
             max_num_batched_tokens: self.max_num_batched_tokens,

@@ -5,6 +5,7 @@
 
 mod deepseek;
 mod deepseek_v4;
+mod eagle3;
 mod gemma;
 mod gemma4;
 mod glm;
@@ -203,6 +204,15 @@ pub static FAMILIES: &[&Family] = &[
     &step3p7::FAMILY,
     &granite::FAMILY,
 ];
+
+/// The family an EAGLE-3 draft head is read by (`speculative: eagle3:K`'s second source), for
+/// its `model_type`: only `llama` heads are modelled (vLLM 0.19's `Eagle3LlamaForCausalLM`).
+pub fn eagle3_draft(model_type: &str) -> Option<&'static Family> {
+    eagle3::DRAFT
+        .model_types
+        .contains(&model_type)
+        .then_some(&eagle3::DRAFT)
+}
 
 /// The family whose language model is `model_type`.
 pub fn for_model_type(model_type: &str) -> Option<&'static Family> {

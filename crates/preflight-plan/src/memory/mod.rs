@@ -7,6 +7,7 @@
 mod ggml;
 mod llama_cpp;
 mod sglang;
+pub(crate) mod speculative;
 mod vllm;
 
 pub use ggml::replays_on_this_thread;
@@ -119,6 +120,9 @@ pub struct Sizing {
     /// The graph llama.cpp builds, where its compute buffer is replayed.
     llama_cpp_graph: Option<crate::model::LlamaCppGraph>,
     replays: std::sync::Arc<llama_cpp::Replays>,
+    /// Speculative decoding's drafter, folded in: its weights, buffers and KV layers are in
+    /// the figures above; these are its terms (`speculative.rs`).
+    speculative: Option<speculative::Terms>,
 }
 
 /// Layers that cache alike.
@@ -136,15 +140,19 @@ struct LayerCache {
     per_sequence_rank: u64,
     /// Of `per_token_rank`, the sparse-attention indexer's keys, which vLLM pages apart.
     indexer_per_token_rank: u64,
+    /// Of `layers`, a speculative drafter's (cached in the same pool, as its kind).
+    draft_layers: u64,
 }
 
 impl LayerCache {
     fn alike(&self, other: &LayerCache) -> bool {
         LayerCache {
             layers: 0,
+            draft_layers: 0,
             ..self.clone()
         } == LayerCache {
             layers: 0,
+            draft_layers: 0,
             ..other.clone()
         }
     }
@@ -307,6 +315,7 @@ pub fn prepare(
         llama_cpp_graph: model.llama_cpp_graph,
         replays: inputs.replays.clone(),
         layer_groups,
+        speculative: None,
     })
 }
 
@@ -361,6 +370,7 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: MemoryEngin
         tied_output: false,
         llama_cpp_graph: None,
         replays: Default::default(),
+        speculative: None,
     }
 }
 
@@ -385,6 +395,7 @@ fn layer_cache(mixer: Mixer, dtype: KvDtype, state_base: ComputeDtype, tp: u64) 
         per_sequence: 0,
         per_sequence_rank: 0,
         indexer_per_token_rank: 0,
+        draft_layers: 0,
     };
     match mixer {
         Mixer::Attention {
@@ -528,6 +539,7 @@ fn state_cache(
         per_sequence: conv_bytes(conv).saturating_add(state_bytes(state)),
         per_sequence_rank: conv_bytes(conv / tp).saturating_add(state_bytes(state / tp)),
         indexer_per_token_rank: 0,
+        draft_layers: 0,
     }
 }
 
@@ -811,12 +823,17 @@ impl Sizing {
                 let knobs = target.vllm_knobs(self.paging());
                 (
                     pool.bytes_for(context, self.sequences),
-                    vllm::activation_peak(&self.shape, tp, &knobs, context),
+                    speculative::vllm_activation(self, tp, &knobs, context),
                     vllm::non_torch(tp),
                 )
             }
-            // SGLang's activations live in the share `mem_fraction_static` leaves out.
-            (MemoryEngine::Sglang, false) => (self.kv(context, true), 0, 0),
+            // SGLang's activations live in the share `mem_fraction_static` leaves out; a
+            // drafter's decode reserve adds tokens to every request.
+            (MemoryEngine::Sglang, false) => (
+                self.kv(context.saturating_add(speculative::sglang_lookahead(self)), true),
+                0,
+                0,
+            ),
             (MemoryEngine::LlamaCpp, false) => {
                 let buffers = llama_cpp::buffers(self, context, target);
                 let (weights, kv, activation) = buffers.on_target(target.device.is_some());
@@ -857,6 +874,13 @@ impl Sizing {
                     .map(|c| (tokens(c), c.bytes(context, self.sequences, true)))
                     .collect(),
             },
+            (MemoryEngine::Sglang, _) => {
+                let held = context.saturating_add(speculative::sglang_lookahead(self));
+                self.caches
+                    .iter()
+                    .map(|c| (tokens(c), c.bytes(held, self.sequences, true)))
+                    .collect()
+            }
             _ => self
                 .caches
                 .iter()
@@ -901,6 +925,7 @@ impl Sizing {
                         None if llama.is_some() => *bytes,
                         None => c.bytes(context, self.sequences, false),
                     },
+                    draft_layers: c.draft_layers,
                 }
             })
             .collect();
@@ -932,6 +957,10 @@ impl Sizing {
                     (self.weights, 0, kv, activation, 0, total)
                 }
             };
+        let speculative = self
+            .speculative
+            .as_ref()
+            .map(|t| t.report(self, &kv_cache, ranks, target));
         ArtifactMemory {
             context,
             sequences: self.sequences,
@@ -949,6 +978,7 @@ impl Sizing {
             kv_cache,
             lower_bound: self.lower_bound,
             host_bytes: buffers.map(|b| b.host),
+            speculative,
             per_rank,
         }
     }
@@ -1169,13 +1199,9 @@ impl Sizing {
                 Err(_) => (None, None),
             },
             MemoryEngine::Sglang => {
-                let per_token: u64 = self
-                    .caches
-                    .iter()
-                    .filter(|c| !c.kind.is_state())
-                    .map(|c| c.per_token_rank.saturating_mul(c.layers))
-                    .fold(0u64, u64::saturating_add);
-                let per_request = self.kv(self.context, true) / self.sequences.max(1);
+                let per_token: u64 = speculative::sglang_cell(self);
+                let held = self.context.saturating_add(speculative::sglang_lookahead(self));
+                let per_request = self.kv(held, true) / self.sequences.max(1);
                 (
                     (per_token > 0).then(|| pool_bytes / per_token),
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),

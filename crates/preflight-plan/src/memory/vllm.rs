@@ -159,6 +159,11 @@ pub struct Knobs {
     pub max_num_seqs: u64,
     pub max_num_batched_tokens: u64,
     pub block_size: u64,
+    /// With speculative decoding, the pages of recurrent state a request holds beyond its
+    /// one: `MambaSpec.num_speculative_blocks` is `num_speculative_tokens`
+    /// (`model_executor/layers/mamba/abstract.py:43-58`), and a request keeps
+    /// `1 + num_speculative_blocks` pages (`v1/kv_cache_interface.py:293-300`). 0 without.
+    pub speculative_blocks: u64,
 }
 
 /// Which kind of attention pages the KV cache, for the block size vLLM's backend picks.
@@ -191,6 +196,7 @@ impl Knobs {
             block_size: options
                 .block_size
                 .unwrap_or_else(|| default_block_size(paging, device.and_then(|d| d.capability))),
+            speculative_blocks: options.speculative.map_or(0, |s| s.tokens),
         }
     }
 }
@@ -250,30 +256,29 @@ pub fn encoder_held(profile: &EncoderProfile, knobs: &Knobs, context: u64, eleme
 /// forward pass left allocated, and for a multimodal model the dummy encoder pass's inputs
 /// and outputs, under both ([`encoder_held`]; `context` is `max_model_len`).
 pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, context: u64) -> u64 {
+    let profile = profile(shape, tensor_parallel, knobs, context);
+    profile.forward.max(profile.sampler).saturating_add(profile.held)
+}
+
+/// The profile run's terms ([`activation_peak`] is `max(forward, sampler) + held`); speculative
+/// decoding adds terms of its own beside the first two (`memory/speculative.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Profile {
+    /// The widest decoder layer's live tensors over the batched tokens.
+    pub forward: u64,
+    /// The sampler warm-up, the forward pass's hidden states held under it.
+    pub sampler: u64,
+    /// What outlives the forward pass under both: the fused-MoE workspace, the encoder's batch.
+    pub held: u64,
+}
+
+pub fn profile(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, context: u64) -> Profile {
     let tokens = knobs.max_num_batched_tokens;
     let e = shape.element_bytes;
     let tp = tensor_parallel.max(1);
     let hidden_states = tokens.saturating_mul(shape.hidden).saturating_mul(e);
-    // One decoder layer at its widest: the residual and the normed input, plus the attention
-    // stage (QKV projection and attention output) or the MLP stage (gate+up, then the
-    // activation's output), each split over ranks. MoE layers add the experts' workspaces,
-    // held from the first MoE layer on, beside the shared experts' own MLP.
-    let attention = shape.q_width.saturating_mul(2).saturating_add(shape.kv_width) / tp;
     let workspace = triton_moe_workspace(shape, tokens, tp);
-    let mlp = match shape.moe {
-        // The Triton kernel's workspace is held apart (below); the shared experts' own MLP.
-        Some(moe) if workspace > 0 => moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp,
-        // Other fused-MoE kernels' intermediates: (tokens, top-k, 2·width) and (tokens,
-        // top-k, width), plus the shared experts' own MLP.
-        Some(moe) => moe
-            .active
-            .saturating_mul(moe.width.saturating_mul(3) / tp)
-            .saturating_add(moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp),
-        None => shape.intermediate.saturating_mul(3) / tp,
-    };
-    let forward = tokens
-        .saturating_mul(shape.hidden.saturating_mul(2).saturating_add(attention.max(mlp)))
-        .saturating_mul(e);
+    let forward = forward(shape, tp, tokens);
     // `_dummy_sampler_run`: logits in the model dtype, their f32 copy, the softmax and the
     // exponential draw (f32 each), and the Triton kernel's scratch rows.
     let rows = knobs.max_num_seqs.min(tokens);
@@ -286,7 +291,36 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, conte
     // The workspace and the encoder's batch outlive the forward pass: the sampler's peak
     // sits on top of them.
     let encoder = shape.encoder.map_or(0, |p| encoder_held(&p, knobs, context, e));
-    forward.max(sampler).saturating_add(workspace).saturating_add(encoder)
+    Profile {
+        forward,
+        sampler,
+        held: workspace.saturating_add(encoder),
+    }
+}
+
+/// One decoder layer at its widest over `tokens` tokens: the residual and the normed input,
+/// plus the attention stage (QKV projection and attention output) or the MLP stage (gate+up,
+/// then the activation's output), each split over ranks. MoE layers add the experts'
+/// workspaces, held from the first MoE layer on (apart: [`profile`]'s `held`), beside the
+/// shared experts' own MLP.
+pub fn forward(shape: &Shape, tensor_parallel: u64, tokens: u64) -> u64 {
+    let tp = tensor_parallel.max(1);
+    let attention = shape.q_width.saturating_mul(2).saturating_add(shape.kv_width) / tp;
+    let workspace = triton_moe_workspace(shape, tokens, tp);
+    let mlp = match shape.moe {
+        // The Triton kernel's workspace is held apart; the shared experts' own MLP.
+        Some(moe) if workspace > 0 => moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp,
+        // Other fused-MoE kernels' intermediates: (tokens, top-k, 2·width) and (tokens,
+        // top-k, width), plus the shared experts' own MLP.
+        Some(moe) => moe
+            .active
+            .saturating_mul(moe.width.saturating_mul(3) / tp)
+            .saturating_add(moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp),
+        None => shape.intermediate.saturating_mul(3) / tp,
+    };
+    tokens
+        .saturating_mul(shape.hidden.saturating_mul(2).saturating_add(attention.max(mlp)))
+        .saturating_mul(shape.element_bytes)
 }
 
 /// The workspace vLLM's Triton fused-MoE kernel takes for `tokens` tokens, and keeps: the
@@ -330,9 +364,9 @@ struct Spec {
 
 impl Spec {
     /// `KVCacheSpec.max_memory_usage_bytes`: what one request of `context` tokens may hold.
-    fn max_bytes(&self, context: u64, batched: u64) -> u64 {
+    fn max_bytes(&self, context: u64, batched: u64, speculative_blocks: u64) -> u64 {
         let blocks = match (self.kind, self.cap) {
-            (CacheKind::LinearAttention | CacheKind::Mamba, _) => 1,
+            (CacheKind::LinearAttention | CacheKind::Mamba, _) => speculative_blocks.saturating_add(1),
             (CacheKind::Sliding, Some(w)) => {
                 w.saturating_sub(1)
                     .saturating_add(batched)
@@ -359,6 +393,8 @@ pub struct Pool {
     groups: u64,
     min_block_size: u64,
     batched: u64,
+    /// State pages a request holds beyond its one ([`Knobs::speculative_blocks`]).
+    speculative_blocks: u64,
 }
 
 impl Pool {
@@ -405,6 +441,7 @@ impl Pool {
             return Err("no layer caches anything".into());
         }
         let batched = knobs.max_num_batched_tokens;
+        let speculative_blocks = knobs.speculative_blocks;
         let layers: u64 = specs.iter().map(|s| s.layers).sum();
         if specs.len() == 1 {
             // Every layer alike: one group of all layers.
@@ -416,6 +453,7 @@ impl Pool {
                 groups: 1,
                 min_block_size: block,
                 batched,
+                speculative_blocks,
             });
         }
         let token_kinds = |s: &Spec| !s.kind.is_state() && s.cap.is_none();
@@ -433,6 +471,7 @@ impl Pool {
                 groups: 1,
                 min_block_size: block,
                 batched,
+                speculative_blocks,
             });
         }
         // A hybrid: recurrent state sets the attention block so one attention page holds a
@@ -494,6 +533,7 @@ impl Pool {
             groups,
             specs,
             batched,
+            speculative_blocks,
         })
     }
 
@@ -510,7 +550,10 @@ impl Pool {
 
     /// Blocks one request of `context` tokens needs (`get_max_concurrency_for_kv_cache_config`).
     pub fn blocks_per_request(&self, context: u64) -> u64 {
-        let pages = |s: &Spec| s.max_bytes(context, self.batched).div_ceil(s.page.max(1));
+        let pages = |s: &Spec| {
+            s.max_bytes(context, self.batched, self.speculative_blocks)
+                .div_ceil(s.page.max(1))
+        };
         let blocks = match self.groups {
             // One group: a block is a page of every layer, so a request needs as many blocks
             // as its most demanding layer needs pages.
@@ -545,7 +588,8 @@ impl Pool {
             let (pages, layer_slots) = match self.groups {
                 1 => (one_group_blocks, spec.layers),
                 _ => (
-                    spec.max_bytes(context, self.batched).div_ceil(spec.page.max(1)),
+                    spec.max_bytes(context, self.batched, self.speculative_blocks)
+                        .div_ceil(spec.page.max(1)),
                     spec.layers
                         .div_ceil(self.group_size.max(1))
                         .saturating_mul(self.group_size),
@@ -607,6 +651,24 @@ mod tests {
         assert_eq!(Mxfp4Kernel::on(100), Mxfp4Kernel::TrtLlm);
         // A hostile width never wraps.
         assert_eq!(Mxfp4Kernel::Triton.allocated(u64::MAX, u64::MAX), None);
+    }
+
+    /// With speculative decoding a request holds `1 + num_speculative_tokens` pages of each
+    /// state layer (`MambaSpec.max_memory_usage_bytes`, `mamba_cache_mode` "none"); attention
+    /// layers are unchanged (their lookahead stops at `max_model_len`).
+    #[test]
+    fn state_layers_hold_a_page_per_speculative_token_more() {
+        let spec = |kind| Spec {
+            cache: 0,
+            kind,
+            cap: None,
+            block_size: 16,
+            page: 1000,
+            layers: 1,
+        };
+        assert_eq!(spec(CacheKind::Mamba).max_bytes(8192, 2048, 0), 1000);
+        assert_eq!(spec(CacheKind::LinearAttention).max_bytes(8192, 2048, 3), 4000);
+        assert_eq!(spec(CacheKind::Full).max_bytes(8192, 2048, 3), 512 * 1000);
     }
 
     #[test]
