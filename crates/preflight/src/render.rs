@@ -251,6 +251,11 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
                 Some(w) => format!("{} {}({w})", g.layers, g.kind.as_str()),
                 None => format!("{} {}", g.layers, g.kind.as_str()),
             };
+            // A speculative drafter's layers cache beside the target's, in the same group.
+            let kind = match g.draft_layers {
+                0 => kind,
+                n => format!("{kind} ({n} draft)"),
+            };
             let (working, product) = match (g.bytes_per_token_per_layer, g.bytes_per_sequence_per_layer) {
                 (Some(per_token), _) => {
                     let tokens = g.tokens_per_sequence.unwrap_or(0);
@@ -306,6 +311,9 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
             "outside PyTorch: CUDA workspaces, NCCL buffers (docs/memory.md)".into(),
         );
     }
+    if let Some(s) = &m.speculative {
+        speculative(out, s);
+    }
     line(out, "total", m.total_bytes, String::new());
     if let Some(host) = m.host_bytes {
         line(
@@ -336,6 +344,44 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
             let _ = writeln!(out, "    {:<13}{:>11}  see findings", "per rank", "—");
         }
     }
+}
+
+/// What speculative decoding adds, term by term: every figure is already in the lines above
+/// (weights, RoPE tables, KV cache, activations), so this line is working, not another term.
+fn speculative(out: &mut String, s: &preflight_plan::SpeculativeMemory) {
+    let added = [
+        s.draft_weights_bytes,
+        s.draft_buffers_bytes,
+        s.draft_kv_cache_bytes,
+        s.lookahead_kv_cache_bytes,
+        s.activation_bytes,
+    ]
+    .into_iter()
+    .fold(0u64, u64::saturating_add);
+    let plural = |n: u64, one: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {one}s")
+        }
+    };
+    let text = format!(
+        "    {:<13}{:>11}  {} × {} a step, drafted by {}: weights {} · RoPE {} · KV {} × {}/token = {} · lookahead {} a sequence = {} · activations +{} (in the lines above)",
+        "speculative",
+        bytes(added),
+        s.method,
+        plural(s.num_speculative_tokens, "token"),
+        s.draft,
+        bytes(s.draft_weights_bytes),
+        bytes(s.draft_buffers_bytes),
+        plural(s.draft_kv_layers, "layer"),
+        bytes(s.draft_kv_cache_bytes_per_token),
+        bytes(s.draft_kv_cache_bytes),
+        plural(s.lookahead_tokens, "token"),
+        bytes(s.lookahead_kv_cache_bytes),
+        bytes(s.activation_bytes)
+    );
+    let _ = writeln!(out, "{}", text.trim_end());
 }
 
 /// One line per engine: the verdict, and the first reason (the JSON has them all).

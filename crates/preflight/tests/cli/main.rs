@@ -9,5 +9,6 @@ mod hub;
 mod memory;
 mod replicas;
 mod snapshots;
+mod speculative;
 mod support;
 mod terminal;

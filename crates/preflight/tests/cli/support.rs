@@ -31,8 +31,13 @@ pub fn packed() -> &'static BTreeMap<String, PathBuf> {
     })
 }
 
-/// A fixture repo's tree: the plain `hub/` tree, else the unpacked `packed/` one.
+/// A fixture repo's tree: the plain `hub/` tree, else the unpacked `packed/` one, else a
+/// speculative draft head's (`drafts/`, not a Hub fixture: planned only beside its target).
 pub fn repo_dir(repo: &str) -> PathBuf {
+    let draft = fixtures().join("drafts").join(repo);
+    if draft.exists() {
+        return draft;
+    }
     let plain = fixtures().join("hub").join(repo);
     match packed().get(repo) {
         Some(dir) if !plain.exists() => dir.clone(),
