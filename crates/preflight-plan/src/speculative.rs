@@ -19,8 +19,8 @@ use crate::verdict::{Component, Format};
 use crate::{Described, findings::Findings};
 
 /// Most speculative tokens accepted: vLLM 0.19's rejection sampler holds at most
-/// `MAX_SPEC_LEN = 128` draft tokens a request (`v1/sample/rejection_sampler.py:26`, asserted
-/// in `RejectionSampler.forward`).
+/// `MAX_SPEC_LEN = 128` draft tokens a request (`v1/sample/rejection_sampler.py:27`, asserted
+/// in `RejectionSampler.forward`, `:91`).
 pub const MAX_SPECULATIVE_TOKENS: u64 = 128;
 
 /// How the tokens are drafted.
@@ -120,7 +120,7 @@ pub(crate) fn draft_index(options: &PlanOptions) -> Option<usize> {
 
 /// Model types whose MTP layers vLLM 0.19.0 drafts with: those
 /// `SpeculativeConfig.hf_config_override` rewrites into an MTP drafter
-/// (`config/speculative.py:228-345`: `deepseek_v3`, `deepseek_v32` and `glm_moe_dsa` into
+/// (`config/speculative.py:227-349`: `deepseek_v3`, `deepseek_v32` and `glm_moe_dsa` into
 /// `DeepSeekMTPModel`, `Glm4MoeForCausalLM` into `Glm4MoeMTPModel`, `qwen3_5`/`qwen3_5_moe` into
 /// `Qwen3_5MTP`, …).
 const VLLM_MTP_MODEL_TYPES: &[&str] = &[
@@ -143,7 +143,7 @@ const VLLM_MTP_MODEL_TYPES: &[&str] = &[
 
 /// Model types SGLang 0.5.23 serves with its own NEXTN (MTP) draft: the architectures
 /// `_handle_eagle_family` points the draft at the target checkpoint for
-/// (`arg_groups/speculative_hook.py:1118-1153`: DeepSeek-V3/V3.2, GLM-4.5 and GLM-5), and those
+/// (`arg_groups/speculative_hook.py:1120-1152`: DeepSeek-V3/V3.2, GLM-4.5 and GLM-5), and those
 /// with an MTP draft class of their own (`models/qwen3_5_mtp.py`, `qwen3_next_mtp.py`,
 /// `nemotron_h_mtp.py`).
 const SGLANG_MTP_MODEL_TYPES: &[&str] = &[
@@ -159,7 +159,7 @@ const SGLANG_MTP_MODEL_TYPES: &[&str] = &[
 ];
 
 /// Target model types vLLM 0.19.0 can feed an EAGLE-3 head, which reads their auxiliary hidden
-/// states (`SpeculativeConfig._verify_args`, `config/speculative.py:792-815`: a substring match
+/// states (`SpeculativeConfig._verify_args`, `config/speculative.py:795-822`: a substring match
 /// on the target's `model_type`).
 const VLLM_EAGLE3_TARGETS: &[&str] = &[
     "llama",
@@ -238,13 +238,13 @@ pub(crate) fn check(described: &[Described], options: &PlanOptions, engine: Memo
                 )));
             }
             // vLLM reuses the MTP layers in turn: more tokens than layers must be a multiple
-            // (`config/speculative.py:579-588`).
+            // (`config/speculative.py:562-577`).
             if engine == MemoryEngine::Vllm
                 && spec.tokens > model.mtp_layers
                 && !spec.tokens.is_multiple_of(model.mtp_layers)
             {
                 return Err(error(format!(
-                    "{} tokens with {} MTP layers: vLLM needs num_speculative_tokens divisible by the layers it reuses (config/speculative.py:579-588)",
+                    "{} tokens with {} MTP layers: vLLM needs num_speculative_tokens divisible by the layers it reuses (config/speculative.py:562-577)",
                     spec.tokens, model.mtp_layers
                 )));
             }
@@ -264,7 +264,7 @@ pub(crate) fn check(described: &[Described], options: &PlanOptions, engine: Memo
                 && !VLLM_EAGLE3_TARGETS.iter().any(|t| model.model_type.contains(t))
             {
                 return Err(error(format!(
-                    "{} feeds an EAGLE-3 head the auxiliary hidden states of {} targets only, and {} is `{}` (config/speculative.py:792-815)",
+                    "{} feeds an EAGLE-3 head the auxiliary hidden states of {} targets only, and {} is `{}` (config/speculative.py:795-822)",
                     release(engine),
                     VLLM_EAGLE3_TARGETS.join(", "),
                     target.name,
@@ -355,7 +355,7 @@ pub(crate) fn draft_note(draft: &Described, target: &str, options: Option<&PlanO
         && positions < context
     {
         note.push_str(&format!(
-            "; the head declares {} positions, fewer than the {} planned: vLLM drafts only for batches whose longest sequence plus the draft tokens fits them (its draft max_model_len is the smaller of the two, config/speculative.py:657-691; gpu_model_runner.py:4203-4210), and plain decoding goes on past it",
+            "; the head declares {} positions, fewer than the {} planned: vLLM drafts only for batches whose longest sequence plus the draft tokens fits them (its draft max_model_len is the smaller of the two, config/speculative.py:658-693; gpu_model_runner.py:4203-4210), and plain decoding goes on past it",
             crate::findings::grouped(positions),
             crate::findings::grouped(context)
         ));

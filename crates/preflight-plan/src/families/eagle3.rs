@@ -25,7 +25,7 @@ const TENSORS: &[TensorGroup] = &[
         Norm,
     ),
     group("norm.weight", Norm),
-    // `LlamaModel.fc`: a `ReplicatedLinear` (`llama_eagle3.py:183-190`), held whole by every rank.
+    // `LlamaModel.fc`: a `ReplicatedLinear` (`llama_eagle3.py:186-194`), held whole by every rank.
     group("fc.weight", Mlp),
     group("lm_head.weight", LmHead),
     // Shipped by some heads (SpecForge's); the engines may share the target's instead.

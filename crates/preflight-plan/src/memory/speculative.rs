@@ -17,10 +17,10 @@
 //!   counted); `t2d` is never loaded (`llama_eagle3.py` `load_weights`).
 //! - KV: the drafter's attention layers are registered in the same static forward context, so
 //!   `get_kv_cache_spec` returns them beside the target's and they join the group of their
-//!   spec (`eagle.py:1246-1266` `_draft_attn_layer_names`; `kv_cache_utils.py:1050-1056`).
+//!   spec (`eagle.py:1246-1266` `_draft_attn_layer_names`; `v1/core/kv_cache_utils.py:1045-1056`).
 //! - lookahead: the scheduler allocates `num_lookahead_tokens = num_speculative_tokens` slots
 //!   beyond a request's unverified drafts (`v1/core/sched/scheduler.py:213-222`), but
-//!   `allocate_slots` caps them at `max_model_len` (`v1/core/kv_cache_manager.py:359-366`):
+//!   `allocate_slots` caps them at `max_model_len` (`v1/core/kv_cache_manager.py:362-365`):
 //!   a request at the planned context (preflight's `max_model_len`) holds no more pages.
 //! - recurrent state: `num_speculative_blocks` more state pages a request (`vllm.rs` `Knobs`).
 //! - activations: `_dummy_sampler_run` warms the rejection sampler on `[2 × rows, vocab]`
@@ -31,7 +31,7 @@
 //! (`managers/scheduler.py:1128-1137`, `init_model_worker`: `maybe_init_draft_worker`, then
 //! `init_memory_pools`), so the draft weights *as allocated then* come out of
 //! `mem_fraction_static` — its own token embedding and head included, freed only later when
-//! the target's are shared (`speculative/eagle_worker_v2.py:243-258`, `init_lm_head`); the
+//! the target's are shared (`speculative/eagle_worker_v2.py:243-258` calls `init_lm_head`, `:336-379`); the
 //! target's cell grows by the draft's layers at the target's per-layer size
 //! (`model_executor/pool_configurator.py:259-314`); each request reserves
 //! `2 × max(steps × topk, draft tokens)` tokens a decode step (`mem_cache/allocation_sizing.py:
