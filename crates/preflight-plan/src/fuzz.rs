@@ -82,6 +82,27 @@ fn plan_all(facts: &ArtifactFacts) {
             let _ = serde_json::to_vec(&verdict);
         }
     }
+    // Speculative decoding: the input drafting with its own MTP layers, and read as an EAGLE-3
+    // head beside itself (a refusal is the options' error, not a crash).
+    let pair = [facts.clone(), facts.clone()];
+    for (json, sources) in [
+        (r#"{"speculative": "mtp:2", "devices": "h100-80gb:2"}"#, &pair[..1]),
+        (
+            r#"{"speculative": "eagle3:3", "context": 4096, "devices": "h100-80gb:1"}"#,
+            &pair[..],
+        ),
+        (
+            r#"{"engine": "sglang", "speculative": "eagle3:2", "devices": "a100-80gb:2"}"#,
+            &pair[..],
+        ),
+    ] {
+        let Ok(options) = serde_json::from_str::<PlanOptions>(json) else {
+            continue;
+        };
+        if let Ok(verdict) = plan(sources, &options) {
+            let _ = serde_json::to_vec(&verdict);
+        }
+    }
 }
 
 /// A safetensors file prefix: the header is parsed, then planned with a real config.

@@ -163,10 +163,24 @@ fn options() -> impl Strategy<Value = PlanOptions> {
         any::<bool>(),
         prop::option::of(prop::sample::select(&["vllm", "sglang", "llama.cpp"][..])),
         (prop::option::of(extreme()), prop::option::of(extreme())),
-        prop::option::of(prop::sample::select(&Engine::ALL[..])),
+        (
+            prop::option::of(prop::sample::select(&Engine::ALL[..])),
+            prop::option::of(prop::sample::select(&["mtp:1", "mtp:3", "eagle3:2"][..])),
+        ),
     )
         .prop_map(
-            |(context, sequences, kv, weights, devices, tp, include_mtp, engine, (batched, seqs), require_engine)| {
+            |(
+                context,
+                sequences,
+                kv,
+                weights,
+                devices,
+                tp,
+                include_mtp,
+                engine,
+                (batched, seqs),
+                (require_engine, speculative),
+            )| {
                 PlanOptions {
                     context,
                     sequences,
@@ -180,6 +194,7 @@ fn options() -> impl Strategy<Value = PlanOptions> {
                     max_num_batched_tokens: batched,
                     max_num_seqs: seqs,
                     require_engine,
+                    speculative: speculative.map(|s| s.parse().expect("speculative")),
                     ..PlanOptions::default()
                 }
             },
