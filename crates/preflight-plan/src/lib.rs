@@ -125,13 +125,18 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     let count = described.len();
     let mut loads = Vec::with_capacity(count);
     let target_name = described.first().map(|d| d.name.clone()).unwrap_or_default();
+    // The context a draft head is planned at: the option's, else its target's declared maximum.
+    let planned_context = placed
+        .as_ref()
+        .and_then(|p| p.options.context)
+        .or_else(|| described.first()?.model.as_ref().map(|m| m.context));
     let artifacts: Vec<ArtifactVerdict> = described
         .into_iter()
         .zip(sizings)
         .enumerate()
         .map(|(index, (mut artifact, sizing))| {
             if Some(index) == prepared.draft {
-                let detail = speculative::draft_note(&artifact, &target_name, placed.as_ref().map(|p| &p.options));
+                let detail = speculative::draft_note(&artifact, &target_name, planned_context);
                 artifact.findings.push(Code::MemorySpeculativeDraft, "memory", detail);
             }
             // System-wide findings sit with the last artifact, after its own.

@@ -345,12 +345,11 @@ pub(crate) fn prepare(
 
 /// The draft head's `memory.speculative_draft` finding: where its memory is, and when the
 /// planned context is past the head's positions, that vLLM stops drafting there.
-pub(crate) fn draft_note(draft: &Described, target: &str, options: Option<&PlanOptions>) -> String {
+pub(crate) fn draft_note(draft: &Described, target: &str, context: Option<u64>) -> String {
     let mut note = format!(
         "planned as the EAGLE-3 draft head of {target}: its weights, RoPE table and KV cache layer are held by the target's engine and counted in that artifact's memory (its `speculative` object)"
     );
     let positions = draft.model.as_ref().map(|m| m.context);
-    let context = options.and_then(|o| o.context);
     if let (Some(positions), Some(context)) = (positions, context)
         && positions < context
     {
