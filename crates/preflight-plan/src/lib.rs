@@ -28,8 +28,9 @@ use std::borrow::Borrow;
 use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
-pub use options::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
-pub use speculative::{Speculative, SpeculativeMethod};
+pub use options::{
+    Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, SpeculativeMethod, WeightsDtype,
+};
 pub use verdict::*;
 
 /// The verdict document's schema identifier.
@@ -254,7 +255,7 @@ pub(crate) struct Described {
     blocked: bool,
     replays: std::sync::Arc<memory::Replays>,
     /// Stored tensors a speculative drafter's engine does not keep (read only when asked).
-    skipped: speculative::Skipped,
+    skipped: memory::speculative::Skipped,
 }
 
 impl Described {

@@ -66,9 +66,9 @@ pub struct PlanOptions {
     /// Speculative decoding, `METHOD:K`: `mtp:3` drafts 3 tokens with the checkpoint's own
     /// multi-token-prediction layers, `eagle3:3` with an EAGLE-3 draft head given as the second
     /// source. The drafter's weights, KV cache layers, lookahead and profile-run terms join the
-    /// target's memory (`crate::speculative`, docs/memory.md § Speculative decoding).
+    /// target's memory (docs/memory.md § Speculative decoding).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub speculative: Option<crate::speculative::Speculative>,
+    pub speculative: Option<Speculative>,
     /// The serving engine whose accounting the memory plan follows. Default: the engine its
     /// own knobs name, else llama.cpp when every artifact is a GGUF, else vLLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -297,7 +297,7 @@ impl PlanOptions {
         }
         let knob_engine = self.knob_engine()?;
         if let Some(spec) = self.speculative {
-            if spec.method == crate::speculative::SpeculativeMethod::Mtp && self.include_mtp {
+            if spec.method == SpeculativeMethod::Mtp && self.include_mtp {
                 return Err(error(
                     "include_mtp",
                     "speculative mtp already counts the multi-token-prediction layers, as the engine holds them when they draft; give one or the other",
@@ -882,6 +882,98 @@ impl fmt::Display for Devices {
             }
         }
         Ok(())
+    }
+}
+
+/// Speculative decoding (`speculative`): what drafts and how many tokens a step. What only the
+/// read artifacts can decide about it (MTP layers, the engine's drafters, target and head) is
+/// `speculative.rs`; what the drafter holds, `memory/speculative.rs`.
+/// Most speculative tokens accepted: vLLM 0.19's rejection sampler holds at most
+/// `MAX_SPEC_LEN = 128` draft tokens a request (`v1/sample/rejection_sampler.py:27`, asserted
+/// in `RejectionSampler.forward`, `:91`).
+pub const MAX_SPECULATIVE_TOKENS: u64 = 128;
+
+/// How the tokens are drafted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SpeculativeMethod {
+    /// The checkpoint's own multi-token-prediction layers (vLLM `method: "mtp"`, SGLang
+    /// `NEXTN`, its alias for `EAGLE` over the target's MTP layers).
+    Mtp,
+    /// An EAGLE-3 draft head, a checkpoint of its own (vLLM `method: "eagle3"`, SGLang `EAGLE3`).
+    Eagle3,
+}
+
+impl SpeculativeMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            SpeculativeMethod::Mtp => "mtp",
+            SpeculativeMethod::Eagle3 => "eagle3",
+        }
+    }
+}
+
+/// The `speculative` option: `METHOD:K`, K draft tokens a step (vLLM's
+/// `num_speculative_tokens`; SGLang's `--speculative-num-steps` with `--speculative-eagle-topk 1`,
+/// so `--speculative-num-draft-tokens` is K + 1). Canonical text: `mtp:3`, `eagle3:3`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Speculative {
+    pub method: SpeculativeMethod,
+    /// Tokens drafted a step, 1 … [`MAX_SPECULATIVE_TOKENS`].
+    pub tokens: u64,
+}
+
+fn speculative_error(message: impl Into<String>) -> OptionsError {
+    error("speculative", message)
+}
+
+impl FromStr for Speculative {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.trim().to_ascii_lowercase();
+        let Some((method, tokens)) = lower.split_once(':') else {
+            return Err(speculative_error(format!(
+                "`{s}` is not METHOD:TOKENS (`mtp:3` drafts with the checkpoint's own MTP layers, `eagle3:3` with an EAGLE-3 draft given as the second source)"
+            )));
+        };
+        let method = match method.trim() {
+            "mtp" => SpeculativeMethod::Mtp,
+            "eagle3" => SpeculativeMethod::Eagle3,
+            other => {
+                return Err(speculative_error(format!(
+                    "`{other}` is not a method planned: mtp (the checkpoint's own multi-token-prediction layers) or eagle3 (an EAGLE-3 draft head given as the second source)"
+                )));
+            }
+        };
+        let tokens: u64 = tokens
+            .trim()
+            .parse()
+            .map_err(|_| speculative_error(format!("`{s}`: the tokens after `:` must be a whole number")))?;
+        if !(1..=MAX_SPECULATIVE_TOKENS).contains(&tokens) {
+            return Err(speculative_error(format!(
+                "{tokens} speculative tokens: 1 to {MAX_SPECULATIVE_TOKENS} (vLLM's rejection sampler holds at most {MAX_SPECULATIVE_TOKENS} a request)"
+            )));
+        }
+        Ok(Speculative { method, tokens })
+    }
+}
+
+impl TryFrom<String> for Speculative {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<Speculative> for String {
+    fn from(s: Speculative) -> String {
+        s.to_string()
+    }
+}
+
+impl fmt::Display for Speculative {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.method.name(), self.tokens)
     }
 }
 

@@ -5,108 +5,19 @@
 //! decoding gives every term and the engine lines it follows.
 //!
 //! Validation has two steps, as for `tensor_parallel`: the value on its own
-//! ([`Speculative`]'s parser, with the other options in `PlanOptions::validate`), and against
+//! (`Speculative`'s parser in `options.rs`, with the other options in `PlanOptions::validate`), and against
 //! the artifacts ([`check`], in `plan`): both are the caller's mistake (exit 2, HTTP 400).
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
-
+use crate::memory::speculative::Skipped;
 use crate::memory::{self, Sizing};
-use crate::options::{MemoryEngine, OptionsError, PlanOptions};
+use crate::options::{MemoryEngine, OptionsError, PlanOptions, SpeculativeMethod};
 use crate::verdict::{Component, Format};
 use crate::{Described, findings::Findings};
-
-/// Most speculative tokens accepted: vLLM 0.19's rejection sampler holds at most
-/// `MAX_SPEC_LEN = 128` draft tokens a request (`v1/sample/rejection_sampler.py:27`, asserted
-/// in `RejectionSampler.forward`, `:91`).
-pub const MAX_SPECULATIVE_TOKENS: u64 = 128;
-
-/// How the tokens are drafted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SpeculativeMethod {
-    /// The checkpoint's own multi-token-prediction layers (vLLM `method: "mtp"`, SGLang
-    /// `NEXTN`, its alias for `EAGLE` over the target's MTP layers).
-    Mtp,
-    /// An EAGLE-3 draft head, a checkpoint of its own (vLLM `method: "eagle3"`, SGLang `EAGLE3`).
-    Eagle3,
-}
-
-impl SpeculativeMethod {
-    pub fn name(self) -> &'static str {
-        match self {
-            SpeculativeMethod::Mtp => "mtp",
-            SpeculativeMethod::Eagle3 => "eagle3",
-        }
-    }
-}
-
-/// The `speculative` option: `METHOD:K`, K draft tokens a step (vLLM's
-/// `num_speculative_tokens`; SGLang's `--speculative-num-steps` with `--speculative-eagle-topk 1`,
-/// so `--speculative-num-draft-tokens` is K + 1). Canonical text: `mtp:3`, `eagle3:3`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct Speculative {
-    pub method: SpeculativeMethod,
-    /// Tokens drafted a step, 1 … [`MAX_SPECULATIVE_TOKENS`].
-    pub tokens: u64,
-}
 
 fn error(message: impl Into<String>) -> OptionsError {
     OptionsError {
         option: "speculative",
         message: message.into(),
-    }
-}
-
-impl FromStr for Speculative {
-    type Err = OptionsError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.trim().to_ascii_lowercase();
-        let Some((method, tokens)) = lower.split_once(':') else {
-            return Err(error(format!(
-                "`{s}` is not METHOD:TOKENS (`mtp:3` drafts with the checkpoint's own MTP layers, `eagle3:3` with an EAGLE-3 draft given as the second source)"
-            )));
-        };
-        let method = match method.trim() {
-            "mtp" => SpeculativeMethod::Mtp,
-            "eagle3" => SpeculativeMethod::Eagle3,
-            other => {
-                return Err(error(format!(
-                    "`{other}` is not a method planned: mtp (the checkpoint's own multi-token-prediction layers) or eagle3 (an EAGLE-3 draft head given as the second source)"
-                )));
-            }
-        };
-        let tokens: u64 = tokens
-            .trim()
-            .parse()
-            .map_err(|_| error(format!("`{s}`: the tokens after `:` must be a whole number")))?;
-        if !(1..=MAX_SPECULATIVE_TOKENS).contains(&tokens) {
-            return Err(error(format!(
-                "{tokens} speculative tokens: 1 to {MAX_SPECULATIVE_TOKENS} (vLLM's rejection sampler holds at most {MAX_SPECULATIVE_TOKENS} a request)"
-            )));
-        }
-        Ok(Speculative { method, tokens })
-    }
-}
-
-impl TryFrom<String> for Speculative {
-    type Error = OptionsError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse()
-    }
-}
-
-impl From<Speculative> for String {
-    fn from(s: Speculative) -> String {
-        s.to_string()
-    }
-}
-
-impl fmt::Display for Speculative {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.method.name(), self.tokens)
     }
 }
 
@@ -362,21 +273,6 @@ pub(crate) fn draft_note(draft: &Described, target: &str, context: Option<u64>) 
     note
 }
 
-/// Stored tensors a drafter's engine does not keep, read from an artifact's headers (params
-/// and bytes, as the layout counts them).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Skipped {
-    /// An MTP layer's own copies of the token embedding and of the output head: vLLM shares
-    /// the target's (`v1/spec_decode/eagle.py:1322-1459`, the MTP branches), SGLang loads them.
-    pub mtp_copies: memory::Share,
-    /// An EAGLE-3 head's target→draft map, loaded by neither engine (vLLM and SGLang
-    /// `llama_eagle3.py` `load_weights`: `if "t2d" in name: continue`).
-    pub t2d: memory::Share,
-    /// Its draft→target map: vLLM's `draft_id_to_target_id` parameter; SGLang's
-    /// `hot_token_id`, on the host until after its pool is sized.
-    pub d2t: memory::Share,
-}
-
 /// [`Skipped`] for one artifact; `first_mtp_layer`: the index its MTP layers start at.
 pub(crate) fn scan(facts: &preflight_formats::facts::ArtifactFacts, first_mtp_layer: u64) -> Skipped {
     let preflight_formats::facts::Content::Safetensors { files, .. } = &facts.content else {
@@ -418,6 +314,7 @@ fn layer_index(name: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Speculative;
 
     #[test]
     fn the_option_is_method_and_tokens_in_one_canonical_form() {

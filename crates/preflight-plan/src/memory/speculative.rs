@@ -42,8 +42,23 @@ use super::{
     tensor_parallel_split, vllm, weights_bytes,
 };
 use crate::model::{Mixer, Rope};
-use crate::speculative::{Skipped, Speculative};
+use crate::options::Speculative;
 use crate::verdict::{Component, KvCacheGroup, SpeculativeMemory};
+
+/// Stored tensors a drafter's engine does not keep, read from an artifact's headers (params
+/// and bytes, as the layout counts them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Skipped {
+    /// An MTP layer's own copies of the token embedding and of the output head: vLLM shares
+    /// the target's (`v1/spec_decode/eagle.py:1322-1459`, the MTP branches), SGLang loads them.
+    pub mtp_copies: Share,
+    /// An EAGLE-3 head's target→draft map, loaded by neither engine (vLLM and SGLang
+    /// `llama_eagle3.py` `load_weights`: `if "t2d" in name: continue`).
+    pub t2d: Share,
+    /// Its draft→target map: vLLM's `draft_id_to_target_id` parameter; SGLang's
+    /// `hot_token_id`, on the host until after its pool is sized.
+    pub d2t: Share,
+}
 
 /// Where the drafter comes from.
 pub enum Source<'a> {
@@ -413,7 +428,7 @@ pub fn sglang_cell(sizing: &Sizing) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::speculative::SpeculativeMethod;
+    use crate::options::SpeculativeMethod;
 
     #[test]
     fn sglang_reserves_twice_the_draft_tokens_a_step() {
