@@ -62,6 +62,12 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     if let (Some(dtype), true) = (options.kv_dtype, options.asks_for_memory()) {
         engine.check_kv_dtype(dtype)?;
     }
+    if options.expert_parallel && engine == MemoryEngine::LlamaCpp {
+        return Err(OptionsError {
+            option: "expert_parallel",
+            message: "llama.cpp splits layers between devices, not experts: it has no expert parallelism".into(),
+        });
+    }
     // Placement first (how many devices, which degree), then every artifact sized for it.
     let mut described: Vec<Described> = facts.iter().map(|f| describe(f.borrow())).collect();
     let placed = memory_options.map(|o| placement::choose(&described, o, engine));

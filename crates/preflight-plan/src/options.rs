@@ -53,9 +53,21 @@ pub struct PlanOptions {
     /// no capacity, so `fits` and `max_context_that_fits` are null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Devices>,
-    /// Tensor-parallel degree. Default: the device count (1 without devices).
+    /// Tensor-parallel degree. Default: the device count over `data_parallel` (1 without
+    /// devices).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_parallel: Option<u64>,
+    /// vLLM `--data-parallel-size`: engine replicas of `tensor_parallel` ranks each that act
+    /// as one deployment, so that `expert_parallel` spreads the experts over all of their
+    /// ranks. Each replica serves `sequences` of its own. Default 1; devices beyond
+    /// `tensor_parallel × data_parallel` hold independent copies of the deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel: Option<u64>,
+    /// Expert parallelism — vLLM `--enable-expert-parallel` (over `tensor_parallel ×
+    /// data_parallel` ranks), SGLang `--ep-size` equal to `tensor_parallel`: each rank holds
+    /// whole experts, an even share of them, instead of a slice of every expert.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expert_parallel: bool,
     /// Share of each device's memory the plan may fill, in (0, 1]. Default 0.9, as vLLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_utilization: Option<Fraction>,
@@ -263,6 +275,20 @@ impl PlanOptions {
         bounded("context", self.context, MAX_CONTEXT, "token")?;
         bounded("sequences", self.sequences, MAX_SEQUENCES, "sequence")?;
         bounded("tensor_parallel", self.tensor_parallel, MAX_DEVICES, "device")?;
+        bounded("data_parallel", self.data_parallel, MAX_DEVICES, "replica")?;
+        if let Some(ranks) = self
+            .tensor_parallel
+            .unwrap_or(1)
+            .checked_mul(self.data_parallel.unwrap_or(1))
+            && ranks > MAX_DEVICES
+        {
+            return Err(error(
+                "data_parallel",
+                format!(
+                    "{ranks} ranks (tensor_parallel × data_parallel) is more than the {MAX_DEVICES} devices accepted"
+                ),
+            ));
+        }
         bounded("max_num_seqs", self.max_num_seqs, MAX_SEQUENCES, "sequence")?;
         bounded(
             "max_num_batched_tokens",
@@ -289,15 +315,37 @@ impl PlanOptions {
                 format!("{ubatch} is more than the batch of {batch} (llama.cpp caps n_ubatch at n_batch)"),
             ));
         }
-        self.knob_engine()?;
-        if let (Some(tp), Some(devices)) = (self.tensor_parallel, &self.devices)
-            && devices.open_count().is_none()
-        {
+        let engine = self.knob_engine()?;
+        if self.expert_parallel && engine == Some(MemoryEngine::LlamaCpp) {
+            return Err(error(
+                "expert_parallel",
+                "llama.cpp splits layers between devices, not experts: it has no expert parallelism",
+            ));
+        }
+        if let Some(devices) = self.devices.as_ref().filter(|d| d.open_count().is_none()) {
             let count = devices.count();
-            if tp > count || !count.is_multiple_of(tp) {
+            let dp = self.data_parallel.unwrap_or(1);
+            if let Some(tp) = self.tensor_parallel
+                && (tp.saturating_mul(dp) > count || !count.is_multiple_of(tp.saturating_mul(dp)))
+            {
+                let (option, ranks) = match self.data_parallel {
+                    Some(dp) => (
+                        "data_parallel",
+                        format!("{tp} × {dp} ranks (tensor_parallel × data_parallel)"),
+                    ),
+                    None => ("tensor_parallel", tp.to_string()),
+                };
                 return Err(error(
-                    "tensor_parallel",
-                    format!("{tp} must divide the device count {count} (each group of {tp} devices holds one replica)"),
+                    option,
+                    format!(
+                        "{ranks} must divide the device count {count} (each group of that many devices holds one deployment)"
+                    ),
+                ));
+            }
+            if self.tensor_parallel.is_none() && !count.is_multiple_of(dp) {
+                return Err(error(
+                    "data_parallel",
+                    format!("{dp} replicas must divide the device count {count}"),
                 ));
             }
         }
@@ -316,6 +364,9 @@ impl PlanOptions {
             ),
             ("block_size", MemoryEngine::Vllm, self.block_size.is_some()),
             ("enforce_eager", MemoryEngine::Vllm, self.enforce_eager),
+            // SGLang's data parallelism is attention-only (`--enable-dp-attention`, within the
+            // tensor-parallel group): not modelled, so the option names vLLM's.
+            ("data_parallel", MemoryEngine::Vllm, self.data_parallel.is_some()),
             (
                 "mem_fraction_static",
                 MemoryEngine::Sglang,
@@ -371,8 +422,28 @@ impl PlanOptions {
     /// The tensor-parallel degree in effect: as given, else the device count, else 1.
     pub fn tensor_parallel_degree(&self) -> u64 {
         self.tensor_parallel
-            .or_else(|| self.devices.as_ref().map(Devices::count))
+            .or_else(|| {
+                self.devices
+                    .as_ref()
+                    .map(|d| (d.count() / self.data_parallel_degree()).max(1))
+            })
             .unwrap_or(1)
+    }
+
+    /// Engine replicas acting as one deployment (`data_parallel`), 1 unless given.
+    pub fn data_parallel_degree(&self) -> u64 {
+        self.data_parallel.unwrap_or(1).max(1)
+    }
+
+    /// Ranks the experts are spread over whole, when expert parallelism is on: every rank of
+    /// the data-parallel deployment under vLLM, the tensor-parallel group under SGLang.
+    pub fn expert_parallel_degree(&self, engine: MemoryEngine) -> Option<u64> {
+        self.expert_parallel.then(|| match engine {
+            MemoryEngine::Vllm => self
+                .tensor_parallel_degree()
+                .saturating_mul(self.data_parallel_degree()),
+            MemoryEngine::Sglang | MemoryEngine::LlamaCpp => self.tensor_parallel_degree(),
+        })
     }
 
     pub fn utilization(&self) -> Fraction {

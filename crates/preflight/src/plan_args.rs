@@ -27,10 +27,20 @@ pub struct MemoryArgs {
     /// Devices to place the system on: NAME[:COUNT],… (see the list below).
     #[arg(long, value_name = "DEVICES", help_heading = "Memory", long_help = devices_help())]
     pub devices: Option<Devices>,
-    /// Tensor-parallel degree; must divide the device count (the rest are replicas)
-    /// [default: the device count].
+    /// Tensor-parallel degree; with --data-parallel it must divide the device count (the
+    /// rest are independent replicas) [default: the device count over --data-parallel].
     #[arg(long, value_name = "N", help_heading = "Memory")]
     pub tensor_parallel: Option<u64>,
+    /// vLLM --data-parallel-size: engine replicas of --tensor-parallel ranks acting as one
+    /// deployment, each serving --sequences of its own; with --expert-parallel the experts
+    /// spread over all their ranks [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Memory")]
+    pub data_parallel: Option<u64>,
+    /// Expert parallelism (vLLM --enable-expert-parallel over tensor × data parallel ranks,
+    /// SGLang --ep-size equal to --tensor-parallel): each rank holds whole experts, an even
+    /// share of them, instead of a slice of every expert.
+    #[arg(long, help_heading = "Memory")]
+    pub expert_parallel: bool,
     /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].
     #[arg(long, help_heading = "Memory")]
     pub include_mtp: bool,
@@ -182,6 +192,8 @@ impl MemoryArgs {
             weights_dtype: self.weights_dtype,
             devices: self.devices.clone(),
             tensor_parallel: self.tensor_parallel,
+            data_parallel: self.data_parallel,
+            expert_parallel: self.expert_parallel,
             gpu_utilization: self.gpu_utilization,
             include_mtp: self.include_mtp,
             engine: self.engine,

@@ -408,9 +408,16 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         );
         return;
     }
+    let parallel = [
+        (m.data_parallel > 1).then(|| format!(" · DP {}", m.data_parallel)),
+        m.expert_parallel.map(|ep| format!(" · EP {ep} (whole experts a rank)")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<String>();
     let _ = writeln!(
         out,
-        "  TP {} · {:.0}% of each device usable · bar: █ weights ▓ KV cache ▒ activations ░ free",
+        "  TP {}{parallel} · {:.0}% of each device usable · bar: █ weights ▓ KV cache ▒ activations ░ free",
         m.tensor_parallel,
         m.gpu_utilization * 100.0
     );

@@ -259,7 +259,7 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, conte
     // activation's output), each split over ranks. MoE layers add the experts' workspaces,
     // held from the first MoE layer on, beside the shared experts' own MLP.
     let attention = shape.q_width.saturating_mul(2).saturating_add(shape.kv_width) / tp;
-    let workspace = triton_moe_workspace(shape, tokens, tp);
+    let workspace = triton_moe_workspace(shape, tokens);
     let mlp = match shape.moe {
         // The Triton kernel's workspace is held apart (below); the shared experts' own MLP.
         Some(moe) if workspace > 0 => moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp,
@@ -267,7 +267,7 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, conte
         // top-k, width), plus the shared experts' own MLP.
         Some(moe) => moe
             .active
-            .saturating_mul(moe.width.saturating_mul(3) / tp)
+            .saturating_mul(moe.width.saturating_mul(3) / moe.width_degree)
             .saturating_add(moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp),
         None => shape.intermediate.saturating_mul(3) / tp,
     };
@@ -294,14 +294,16 @@ pub fn activation_peak(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, conte
 /// grows) for `workspace13` — `(tokens, top_k, max(width, hidden))`, shared with the
 /// `(tokens, hidden)` output — and `workspace2`, `(tokens, top_k, max(2·width, hidden))`,
 /// each rounded to 256 bytes (`fused_moe/modular_kernel.py:1033-1068`,
-/// `fused_moe.py:1976-1991` `TritonExperts.workspace_shapes`). `width` is a rank's share.
+/// `fused_moe.py:1976-1991` `TritonExperts.workspace_shapes`). `width` is a rank's share
+/// (`MoeShape::width_degree`).
 /// So the profile run's peak holds it under the sampler's. 0 for dense models and for
 /// quantized experts, whose kernels' buffers are not modelled apart.
-fn triton_moe_workspace(shape: &Shape, tokens: u64, tensor_parallel: u64) -> u64 {
+fn triton_moe_workspace(shape: &Shape, tokens: u64) -> u64 {
     let Some(moe) = shape.moe.filter(|m| m.unquantized && m.width > 0) else {
         return 0;
     };
-    let width = moe.width / tensor_parallel.max(1);
+    // A rank's share of one expert's width (whole under expert parallelism).
+    let width = moe.width / moe.width_degree;
     let rows = tokens.saturating_mul(moe.active);
     let e = shape.element_bytes;
     let workspace13 = rows

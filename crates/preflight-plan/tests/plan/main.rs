@@ -24,6 +24,7 @@ mod kv_gemma4_llama4;
 mod llamacpp;
 mod llamacpp_oracle;
 mod no_panic;
+mod parallel;
 mod properties;
 mod quant;
 mod qwen2_moe;
