@@ -27,7 +27,7 @@ use std::borrow::Borrow;
 use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
-pub use options::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
+pub use options::{ComputeDtype, Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
 pub use verdict::*;
 
 /// The verdict document's schema identifier.
@@ -61,6 +61,12 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     let engine = memory::engine_for(options, &formats);
     if let (Some(dtype), true) = (options.kv_dtype, options.asks_for_memory()) {
         engine.check_kv_dtype(dtype)?;
+    }
+    if options.dtype.is_some() && engine == MemoryEngine::LlamaCpp {
+        return Err(OptionsError {
+            option: "dtype",
+            message: "llama.cpp computes in the types the GGUF stores; `dtype` is vLLM's and SGLang's".into(),
+        });
     }
     if options.expert_parallel && engine == MemoryEngine::LlamaCpp {
         return Err(OptionsError {

@@ -49,6 +49,11 @@ pub struct PlanOptions {
     /// Plan the weights as if stored in this type instead of as stored (a what-if).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_dtype: Option<WeightsDtype>,
+    /// vLLM's and SGLang's `--dtype`: the dtype the model computes in (activations, RoPE
+    /// tables, the `auto` KV cache), and the one an unquantized checkpoint's weights are
+    /// loaded in. Default: the config's (`auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<ComputeDtype>,
     /// The devices the system is placed on, e.g. `"h100-80gb:2"`. Without devices there is
     /// no capacity, so `fits` and `max_context_that_fits` are null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -568,9 +573,10 @@ impl KvDtype {
 }
 
 /// The dtype the model computes in (activations, RoPE tables, recurrent conv state): the
-/// config's `dtype`, never the KV cache's — an FP8 or `q4_0` cache leaves the forward pass
-/// in BF16.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// config's `dtype` unless `--dtype` says otherwise, never the KV cache's — an FP8 or `q4_0`
+/// cache leaves the forward pass in BF16. Written as vLLM's `--dtype` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum ComputeDtype {
     F32,
     Bf16,
@@ -588,6 +594,22 @@ impl ComputeDtype {
         }
     }
 
+    pub fn name(self) -> &'static str {
+        COMPUTE_NAMES
+            .iter()
+            .find(|(d, _)| *d == self)
+            .map_or("?", |(_, names)| names[0])
+    }
+
+    /// The weights' what-if type that loads float tensors in this dtype.
+    pub fn weights(self) -> WeightsDtype {
+        match self {
+            ComputeDtype::F32 => WeightsDtype::F32,
+            ComputeDtype::Bf16 => WeightsDtype::Bf16,
+            ComputeDtype::F16 => WeightsDtype::F16,
+        }
+    }
+
     pub fn element_bytes(self) -> u64 {
         match self {
             ComputeDtype::F32 => 4,
@@ -602,6 +624,46 @@ impl ComputeDtype {
             ComputeDtype::Bf16 => KvDtype::Bf16,
             ComputeDtype::F16 => KvDtype::F16,
         }
+    }
+}
+
+/// vLLM's `--dtype` choices (`config/model.py` `_STR_DTYPE_TO_TORCH_DTYPE`), `auto` aside.
+const COMPUTE_NAMES: &[(ComputeDtype, &[&str])] = &[
+    (ComputeDtype::Bf16, &["bfloat16", "bf16"]),
+    (ComputeDtype::F16, &["float16", "half", "f16", "fp16"]),
+    (ComputeDtype::F32, &["float32", "float", "f32", "fp32"]),
+];
+
+impl FromStr for ComputeDtype {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.to_ascii_lowercase();
+        COMPUTE_NAMES
+            .iter()
+            .find(|(_, names)| names.contains(&lower.as_str()))
+            .map(|(d, _)| *d)
+            .ok_or_else(|| {
+                error(
+                    "dtype",
+                    format!(
+                        "`{s}` is not one of {} (leave it out for the config's)",
+                        canonical_names(COMPUTE_NAMES)
+                    ),
+                )
+            })
+    }
+}
+
+impl TryFrom<String> for ComputeDtype {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<ComputeDtype> for String {
+    fn from(dtype: ComputeDtype) -> String {
+        dtype.name().to_owned()
     }
 }
 

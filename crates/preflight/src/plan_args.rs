@@ -3,7 +3,7 @@
 //! the planner's own types, so the CLI and the service accept exactly the same things.
 
 use clap::Args;
-use preflight_plan::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
+use preflight_plan::{ComputeDtype, Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, WeightsDtype};
 
 /// Memory and fit (see docs/memory.md). Giving any of these adds the memory plan
 /// (`--sequences 1` asks for it with every default).
@@ -24,6 +24,10 @@ pub struct MemoryArgs {
     /// int4, mxfp4 (quantize linear layers) [default: as stored].
     #[arg(long, value_name = "DTYPE", help_heading = "Memory")]
     pub weights_dtype: Option<WeightsDtype>,
+    /// vLLM/SGLang --dtype: bfloat16, float16 or float32, the dtype the model computes in
+    /// and an unquantized checkpoint's weights load in [default: the config's].
+    #[arg(long, value_name = "DTYPE", help_heading = "Memory")]
+    pub dtype: Option<ComputeDtype>,
     /// Devices to place the system on: NAME[:COUNT],… (see the list below).
     #[arg(long, value_name = "DEVICES", help_heading = "Memory", long_help = devices_help())]
     pub devices: Option<Devices>,
@@ -190,6 +194,7 @@ impl MemoryArgs {
                 Some(KvChoice::Auto) | None => None,
             },
             weights_dtype: self.weights_dtype,
+            dtype: self.dtype,
             devices: self.devices.clone(),
             tensor_parallel: self.tensor_parallel,
             data_parallel: self.data_parallel,

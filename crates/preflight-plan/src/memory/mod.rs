@@ -196,16 +196,21 @@ pub fn prepare(
         );
         return Some(lower_bound(inputs.weights_bytes, tp, options, engine, findings));
     };
-    // The dtype the model computes in; a cache asked for in a float type stands in for it
-    // only when nothing else says.
-    let Some(compute) = model_dtype(
-        model,
-        inputs.format,
-        inputs.parameters,
-        options.kv_dtype.is_none(),
-        findings,
-    )
-    .or_else(|| options.kv_dtype?.compute()) else {
+    // The dtype the model computes in: `--dtype`, else the model's; a cache asked for in a
+    // float type stands in for it only when nothing else says.
+    let Some(compute) = options
+        .dtype
+        .or_else(|| {
+            model_dtype(
+                model,
+                inputs.format,
+                inputs.parameters,
+                options.kv_dtype.is_none(),
+                findings,
+            )
+        })
+        .or_else(|| options.kv_dtype?.compute())
+    else {
         return unavailable(
             findings,
             "kv_dtype",
@@ -279,6 +284,19 @@ pub fn prepare(
     let padding = |tp| match engine {
         MemoryEngine::Vllm => vllm::mxfp4_expert_padding(model, options, tp),
         MemoryEngine::Sglang | MemoryEngine::LlamaCpp => None,
+    };
+    // `--dtype` loads an unquantized checkpoint's weights in the dtype it names, as a
+    // what-if of that type would (a quantized one keeps its stored types).
+    let cast;
+    let options = match (options.dtype, options.weights_dtype, &model.quantization) {
+        (Some(dtype), None, None) => {
+            cast = PlanOptions {
+                weights_dtype: Some(dtype.weights()),
+                ..options.clone()
+            };
+            &cast
+        }
+        _ => options,
     };
     let weights = weights_bytes(inputs.layout, options, 1, 0, padding(1), None);
     // Expert parallelism: a rank holds whole experts — the busiest `⌈experts / ranks⌉` of

@@ -8,6 +8,7 @@
 mod bounded;
 mod catalogue_doc;
 mod deepseek_v2;
+mod deployment;
 mod engines;
 mod fail_closed;
 mod findings;
@@ -24,7 +25,6 @@ mod kv_gemma4_llama4;
 mod llamacpp;
 mod llamacpp_oracle;
 mod no_panic;
-mod parallel;
 mod properties;
 mod quant;
 mod qwen2_moe;

@@ -1,6 +1,7 @@
-//! Expert and data parallelism (vLLM `--enable-expert-parallel`, `--data-parallel-size`;
-//! SGLang `--ep-size`): what a rank holds when experts are spread whole over the ranks, and
-//! the options a deployment cannot have refused as usage errors.
+//! How the engine is deployed, beyond the devices: expert and data parallelism (vLLM
+//! `--enable-expert-parallel`, `--data-parallel-size`; SGLang `--ep-size`) — what a rank
+//! holds when experts are spread whole over the ranks — and `--dtype`; the options a
+//! deployment cannot have are refused as usage errors.
 
 use preflight_plan::{PlanOptions, plan};
 
@@ -114,4 +115,35 @@ fn parallelism_the_devices_cannot_have_is_a_usage_error() {
         .expert_parallel,
         Some(8)
     );
+}
+
+/// `--dtype float32` on a BF16 checkpoint: weights load in f32, the model computes in f32,
+/// and the `auto` KV cache follows it (vLLM 0.19 logged 29.98 GiB and 262,144 bytes a token
+/// for Llama-3.1-8B-Instruct, record 21 of the startup oracle).
+#[test]
+fn dtype_sets_what_the_model_computes_and_loads_in() {
+    let bf16 = crate::support::memory_of("meta-llama/Llama-3.1-8B", r#"{"context": 8192}"#);
+    let f32 = crate::support::memory_of("meta-llama/Llama-3.1-8B", r#"{"context": 8192, "dtype": "float32"}"#);
+    assert_eq!(f32.kv_dtype, "f32");
+    assert_eq!(f32.kv_cache_bytes_per_token, 2 * bf16.kv_cache_bytes_per_token);
+    // 8,030,261,248 parameters × 4 bytes; the RoPE table in f32 too (131,072 × 128 × 4).
+    assert_eq!(f32.weights_bytes, 8_030_261_248 * 4);
+    assert_eq!(f32.buffers_bytes, 131_072 * 128 * 4);
+    // A named KV dtype still wins over the compute dtype's.
+    let fp8_cache = crate::support::memory_of(
+        "meta-llama/Llama-3.1-8B",
+        r#"{"context": 8192, "dtype": "float32", "kv_dtype": "fp8"}"#,
+    );
+    assert_eq!(fp8_cache.kv_dtype, "fp8");
+    // llama.cpp computes in the GGUF's types: the option is refused there.
+    let given: PlanOptions = serde_json::from_str(r#"{"dtype": "float16", "devices": "h100-80gb:1"}"#).expect("json");
+    assert_eq!(
+        plan(&[hub("Qwen/Qwen3-8B-GGUF")], &given)
+            .map(|_| ())
+            .expect_err("refused")
+            .option,
+        "dtype"
+    );
+    let bad = serde_json::from_str::<PlanOptions>(r#"{"dtype": "float64"}"#).expect_err("not a dtype");
+    assert!(bad.to_string().contains("bfloat16"), "{bad}");
 }
