@@ -202,13 +202,18 @@ impl FromStr for MemoryEngine {
                 )
             })?;
         let modelled = crate::memory::modelled_version(engine);
+        let label = engine.runtime().label();
         match release {
             Some(release) if release != modelled => Err(error(
                 "engine",
-                format!(
-                    "{} {release} is not modelled: its memory rules are read for {modelled} only (a release is offered once its rules are read from its source and its support data extracted)",
-                    engine.runtime().label()
-                ),
+                match crate::memory::not_offered(engine, release) {
+                    Some(why) => {
+                        format!("{label} {release} is not offered: {why}; plan with {modelled}, the release modelled")
+                    }
+                    None => format!(
+                        "{label} {release} is not modelled: its memory rules are read for {modelled} only (a release is offered once its rules are read from its source and its support data extracted)"
+                    ),
+                },
             )),
             _ => Ok(engine),
         }

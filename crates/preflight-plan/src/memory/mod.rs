@@ -1041,6 +1041,15 @@ pub fn modelled_version(engine: MemoryEngine) -> &'static str {
     }
 }
 
+/// Why a release of the engine that was read is not offered, if it is one of those.
+pub fn not_offered(engine: MemoryEngine, release: &str) -> Option<&'static str> {
+    let table = match engine {
+        MemoryEngine::Vllm => vllm::NOT_OFFERED,
+        MemoryEngine::Sglang | MemoryEngine::LlamaCpp => &[],
+    };
+    table.iter().find(|(r, _)| *r == release).map(|(_, why)| *why)
+}
+
 /// What one device holds at `context` (each artifact's own when `None`): one rank of every
 /// artifact, whichever replica it belongs to; `None` when some artifact cannot be split.
 fn held_per_rank(sizings: &[&Sizing], context: Option<u64>, target: &Target) -> Option<RankMemory> {
