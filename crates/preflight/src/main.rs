@@ -110,7 +110,10 @@ fn facts_cache_dir() -> Option<std::path::PathBuf> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match cli.command {
         Command::Plan {
             sources,
@@ -269,6 +272,25 @@ fn compared(
 fn emit(text: &str) {
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// A command line clap refuses. `--help` and `--version` print as clap prints them; a usage
+/// error of `plan --json` is the error document on stdout, as every other failure of a
+/// `--json` plan is (a script reading stdout always gets JSON); otherwise clap's own message.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let args: Vec<String> = std::env::args().collect();
+    let json = args.get(1).is_some_and(|a| a == "plan") && args.iter().any(|a| a == "--json");
+    if json && !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        // clap's first line, without its `error: ` prefix and the usage hint below it.
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        return fail(true, ErrorCode::InvalidOptions, message, EXIT_BAD_INPUT);
+    }
+    let code = e.exit_code();
+    let _ = e.print();
+    ExitCode::from(u8::try_from(code).unwrap_or(EXIT_BAD_INPUT))
 }
 
 /// A failure before any verdict: one line on stderr, or with `--json` the service's error
