@@ -92,9 +92,17 @@ enum CacheAction {
     Rm,
     /// Remove the oldest entries until the rest fit in `--max-bytes`.
     Prune {
-        #[arg(long, value_name = "BYTES")]
+        /// The most the cache may hold after pruning: bytes, or a size with a unit (`500MiB`,
+        /// `2GB`; binary units under either name, as device sizes are read). 0 empties it.
+        #[arg(long, value_name = "SIZE", value_parser = parse_cache_size)]
         max_bytes: u64,
     },
+}
+
+fn parse_cache_size(text: &str) -> Result<u64, String> {
+    preflight_plan::devices::bytes(text).ok_or_else(|| {
+        format!("`{text}` is not a size: whole bytes, optionally with a unit (KiB MiB GiB TiB, or KB MB GB TB read the same), below 2^64")
+    })
 }
 
 /// Where the CLI keeps staged facts: `$PREFLIGHT_CACHE`, else the platform cache directory.
@@ -145,7 +153,9 @@ fn cache_command(action: &CacheAction) -> ExitCode {
                     .and_then(|m| m.elapsed().ok())
                     .map_or_else(|| "?".to_owned(), |d| format!("{}s ago", d.as_secs()));
                 let source = e.source.as_deref().unwrap_or("(unreadable: removed on next use)");
-                println!("{source}  {} bytes  {age}", render::thousands(e.bytes));
+                // One commit read with and without a token is two entries: say which is which.
+                let token = if e.read_with_token { "  read with a token" } else { "" };
+                println!("{source}  {} bytes  {age}{token}", render::thousands(e.bytes));
             }
             println!(
                 "{} entr{} · {} bytes in {}",
