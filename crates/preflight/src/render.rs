@@ -23,13 +23,7 @@ fn short(n: u64) -> String {
 
 /// Bytes in GiB/MiB/KiB.
 pub fn bytes(n: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (unit, size) in UNITS {
-        if n >= size {
-            return format!("{:.2} {unit}", n as f64 / size as f64);
-        }
-    }
-    format!("{n} B")
+    preflight_plan::findings::size(n)
 }
 
 /// The verdict as text; `paint` colours the words that decide (plain unless a terminal).
@@ -503,7 +497,7 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         let rate = |r: Option<f64>| {
             r.map_or_else(
                 || "unknown (no vendor figure)".to_owned(),
-                |r| format!("≤ {r:.0} tokens/s"),
+                |r| format!("≤ {} tokens/s", thousands(r.round() as u64)),
             )
         };
         let _ = writeln!(

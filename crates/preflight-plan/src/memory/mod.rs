@@ -1181,10 +1181,10 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         .min_by_key(|d| d.headroom_bytes)
         .map(|d| {
             format!(
-                "{} fits with {} bytes to spare of its {} usable, under {TIGHT_FIT_PERCENT}%: a longer prompt, a larger batch or another engine version may not",
+                "{} fits with {} to spare of its {} usable, under {TIGHT_FIT_PERCENT}%: a longer prompt, a larger batch or another engine version may not",
                 d.device,
-                crate::findings::grouped(u64::try_from(d.headroom_bytes).unwrap_or(0)),
-                crate::findings::grouped(d.usable_bytes)
+                crate::findings::size(u64::try_from(d.headroom_bytes).unwrap_or(0)),
+                crate::findings::size(d.usable_bytes)
             )
         });
     let memory = Memory {

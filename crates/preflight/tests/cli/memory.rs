@@ -243,6 +243,17 @@ fn a_plan_with_under_five_percent_to_spare_is_a_tight_fit() {
         "{:?}",
         codes(&tight)
     );
+    // Said in sizes a person reads, not raw byte counts.
+    let detail = tight["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(tight["artifacts"][0]["findings"].as_array().into_iter().flatten())
+        .find(|f| f["code"] == "memory.tight_fit")
+        .and_then(|f| f["detail"].as_str())
+        .expect("detail")
+        .to_owned();
+    assert!(detail.contains(" GiB usable") && !detail.contains("bytes"), "{detail}");
 }
 
 #[test]
@@ -316,6 +327,13 @@ fn a_plan_on_devices_prints_its_throughput_bounds_as_bounds() {
         .unwrap_or_else(|| panic!("no bounds line: {text}"));
     assert!(
         line.contains("upper bounds, not predictions") && line.contains("decode") && line.contains("prefill"),
+        "{line}"
+    );
+    // Tens of thousands of tokens a second read with their separators (`prefill ≤ 40,121`).
+    let prefill = line.split("prefill ≤ ").nth(1).expect("a prefill bound");
+    let figure = prefill.split(' ').next().expect("figure");
+    assert!(
+        figure.contains(',') && figure.replace(',', "").parse::<u64>().is_ok(),
         "{line}"
     );
 }
