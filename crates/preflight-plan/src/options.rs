@@ -95,7 +95,8 @@ pub struct PlanOptions {
     /// vLLM `--block-size`: tokens per KV cache page. Default 16 (64 for MLA models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_size: Option<u64>,
-    /// vLLM `--enforce-eager`: no CUDA graphs, so no graph pool beside the budget.
+    /// vLLM `--enforce-eager`: no CUDA graphs, so no graph pool beside the budget. Changes
+    /// no figure under vLLM 0.19, which captures graphs outside the budget it sizes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub enforce_eager: bool,
     /// SGLang `--mem-fraction-static`: the share of each device for weights and KV pool.

@@ -230,17 +230,24 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
     } else {
         emit(&render::verdict(&verdict, term::Paint::for_stdout()));
     }
+    ExitCode::from(verdict_exit(&verdict))
+}
+
+/// A verdict's exit status: 1 inadmissible, 4 admissible but not fitting (or not on the
+/// required engine), 0 otherwise.
+fn verdict_exit(verdict: &preflight_plan::Verdict) -> u8 {
     let fits = verdict.memory.as_ref().and_then(|m| m.fits);
     let engine_met = verdict.require_engine.as_ref().is_none_or(|r| r.met);
-    ExitCode::from(match (verdict.admissible, fits, engine_met) {
+    match (verdict.admissible, fits, engine_met) {
         (false, _, _) => EXIT_INADMISSIBLE,
         (true, Some(false), _) | (true, _, false) => EXIT_DOES_NOT_FIT,
         (true, _, true) => EXIT_ADMISSIBLE,
-    })
+    }
 }
 
-/// `--compare`: one plan per value, a table (or its JSON). Exit 1 when every value is
-/// inadmissible, 4 when none fits the named devices, else 0.
+/// `--compare`: one plan per value, a table (or its JSON). Exits as its worst row would: 1
+/// when some value is inadmissible, else 4 when some value does not fit, else 0 — a script
+/// gating on the status never passes a row that says NO.
 fn compared(
     compare: &compare::Compare,
     facts: &[preflight_formats::facts::ArtifactFacts],
@@ -266,15 +273,15 @@ fn compared(
     } else {
         emit(&compare::text(compare, &verdicts));
     }
-    let admissible = verdicts.iter().any(|v| v.admissible);
-    let fitting = verdicts
+    let worst = verdicts
         .iter()
-        .any(|v| v.memory.as_ref().and_then(|m| m.fits) != Some(false));
-    ExitCode::from(match (admissible, fitting) {
-        (false, _) => EXIT_INADMISSIBLE,
-        (true, false) => EXIT_DOES_NOT_FIT,
-        (true, true) => EXIT_ADMISSIBLE,
-    })
+        .map(verdict_exit)
+        .fold(EXIT_ADMISSIBLE, |worst, exit| match (worst, exit) {
+            (EXIT_INADMISSIBLE, _) | (_, EXIT_INADMISSIBLE) => EXIT_INADMISSIBLE,
+            (EXIT_DOES_NOT_FIT, _) | (_, EXIT_DOES_NOT_FIT) => EXIT_DOES_NOT_FIT,
+            _ => EXIT_ADMISSIBLE,
+        });
+    ExitCode::from(worst)
 }
 
 /// Write the answer to stdout. A reader that stops early (`| head`) is not an error: the

@@ -73,7 +73,9 @@ pub struct MemoryArgs {
     /// vLLM: tokens per KV cache page: 1, 8, 16, 32, 64, 128 or 256 [default: 16; 64 for MLA].
     #[arg(long, value_name = "TOKENS", help_heading = "Engine")]
     pub block_size: Option<u64>,
-    /// vLLM: no CUDA graphs.
+    /// vLLM: no CUDA graphs. Changes no figure under vLLM 0.19, which captures its graphs
+    /// after the KV cache is sized, outside the budget (accepted so a serving command's
+    /// flags can be passed as they are).
     #[arg(long, help_heading = "Engine")]
     pub enforce_eager: bool,
     /// SGLang: share of each device for weights and KV pool, in (0, 1] [default: SGLang's

@@ -469,6 +469,8 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         None => "",
     };
     let longest = match m.max_context_that_fits {
+        // Many sequences can leave no room for one token each with a large pool.
+        Some(0) if m.sequences > 1 => format!("{} sequences do not fit even at one token each", thousands(m.sequences)),
         Some(0) => "not even one token fits beside the weights".to_owned(),
         Some(n) => format!(
             "max context that fits: {} tokens × {} sequence{}{limit}",
