@@ -72,7 +72,10 @@ impl Compare {
                 let mut options = base.clone();
                 let parsed = match self.option {
                     "weights-dtype" => value.parse().map(|d| options.weights_dtype = Some(d)),
-                    "kv-dtype" if value.eq_ignore_ascii_case("auto") => Ok(options.kv_dtype = None),
+                    "kv-dtype" if value.eq_ignore_ascii_case("auto") => {
+                        options.kv_dtype = None;
+                        Ok(())
+                    }
                     "kv-dtype" => value.parse().map(|d| options.kv_dtype = Some(d)),
                     _ => value.parse().map(|e| options.engine = Some(e)),
                 };
