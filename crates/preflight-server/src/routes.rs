@@ -108,14 +108,29 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Count every response by class, for `/metrics`.
+/// Whether a plan response was served from a cache: set by the plan handler for the
+/// request log line.
+#[derive(Debug, Clone, Copy)]
+struct ServedFromCache(bool);
+
+/// Count every response by class, for `/metrics`, and log one line per request at the
+/// default verbosity: method, path, status, whether a plan was cached, milliseconds.
 async fn count(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     inc(&state.metrics.http_requests);
+    let started = Instant::now();
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let response = next.run(request).await;
-    match response.status().as_u16() {
+    let status = response.status().as_u16();
+    match status {
         400..=499 => inc(&state.metrics.errors_4xx),
         500..=599 => inc(&state.metrics.errors_5xx),
         _ => {}
+    }
+    let cached = response.extensions().get::<ServedFromCache>().map(|c| c.0);
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    match cached {
+        Some(cached) => tracing::info!(%method, path, status, cached, ms = format!("{ms:.2}"), "request"),
+        None => tracing::info!(%method, path, status, ms = format!("{ms:.2}"), "request"),
     }
     response
 }
@@ -252,7 +267,9 @@ async fn plan(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body
             histogram.observe(started.elapsed());
             let serving =
                 json!({ "cached": planned.cached, "cacheable": planned.cacheable, "profile": state.profile.as_str() });
-            verdict_response(&planned.body, &serving)
+            let mut response = verdict_response(&planned.body, &serving);
+            response.extensions_mut().insert(ServedFromCache(planned.cached));
+            response
         }
         Err(e) => e.into_response(),
     }
