@@ -37,8 +37,9 @@ pub const DEFAULT_GPU_UTILIZATION_PPM: u32 = 900_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanOptions {
-    /// Tokens per sequence. Default: each model's declared maximum context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Tokens per sequence: a number, or as people type it (`"32k"`, `"1M"`). Default: each
+    /// model's declared maximum context.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "token_count")]
     pub context: Option<u64>,
     /// Sequences served at once, each holding `context` tokens of KV cache. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -228,6 +229,39 @@ impl fmt::Display for MemoryEngine {
 }
 
 /// `mem_fraction_static` is a [`Fraction`] whose error names its own option.
+/// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
+/// powers of two, so k is 1,024 (Qwen3's "32K" is 32,768 tokens, Llama 3.1's "128K"
+/// 131,072). The CLI's `--context` and the API's `"context"` read it alike.
+pub fn tokens(s: &str) -> Result<u64, String> {
+    let text = s.trim();
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 1 << 10),
+        Some((i, 'm' | 'M')) => (&text[..i], 1 << 20),
+        _ => (text, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{s}` is not a token count: a whole number, or with k or M (32k, 128K, 1M)"))
+}
+
+/// `context` in JSON: a number, or a string [`tokens`] reads.
+fn token_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Number(u64),
+        Text(String),
+    }
+    match Given::deserialize(deserializer)? {
+        Given::Number(n) => Ok(Some(n)),
+        Given::Text(text) => tokens(&text)
+            .map(Some)
+            .map_err(|m| serde::de::Error::custom(error("context", m))),
+    }
+}
+
 fn mem_fraction_static<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Fraction>, D::Error> {
     let value = f64::deserialize(deserializer)?;
     Fraction::try_from(value)
@@ -466,6 +500,7 @@ impl PlanOptions {
 
 /// A KV cache element type: how many bytes a block of elements takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum KvDtype {
     #[serde(rename = "f32", alias = "fp32", alias = "float32")]
     F32,
@@ -673,6 +708,21 @@ impl From<ComputeDtype> for String {
     }
 }
 
+/// JSON takes the names the CLI takes, in any case (`"BF16"`, `"fp8_e4m3"`).
+impl TryFrom<String> for KvDtype {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl TryFrom<String> for WeightsDtype {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
 impl FromStr for KvDtype {
     type Err = OptionsError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -687,6 +737,7 @@ impl FromStr for KvDtype {
 
 /// A weights type for the what-if: each stores `params` logical parameters in `bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum WeightsDtype {
     #[serde(rename = "f32", alias = "fp32", alias = "float32")]
     F32,

@@ -526,8 +526,11 @@ impl Pipeline {
             )
         };
         if self.profile == Profile::Public {
+            // A bare `org/name` is most likely a Hub repo meant as one: say so, as the CLI does.
+            let hint = preflight_source::spec::hub_suggestion(raw)
+                .map_or_else(String::new, |suggestion| format!("; did you mean {suggestion}?"));
             return Err(forbidden(format!(
-                "local path {raw:?} refused: this server runs the `public` profile, which plans hf:// sources only"
+                "local path {raw:?} refused: this server runs the `public` profile, which plans hf:// sources only{hint}"
             )));
         }
         let canonical = path.canonicalize().map_err(|e| {

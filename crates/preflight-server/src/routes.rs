@@ -103,6 +103,20 @@ pub fn router(state: Arc<AppState>) -> Router {
                 "no such route; see /v1/capabilities",
             )
         })
+        // A route asked with another method: say which one it takes (`GET /v1/plan`).
+        .method_not_allowed_fallback(|request: Request| async move {
+            let path = request.uri().path();
+            let allowed: Vec<&str> = ROUTES.iter().filter(|r| r.path == path).map(|r| r.method).collect();
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorCode::MethodNotAllowed,
+                format!(
+                    "{} {path} is not served; {path} takes {} (see /v1/capabilities)",
+                    request.method(),
+                    allowed.join(", ")
+                ),
+            )
+        })
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         .with_state(state)

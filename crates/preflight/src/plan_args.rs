@@ -154,20 +154,9 @@ fn devices_help() -> String {
     help
 }
 
-/// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
-/// powers of two, so k is 1,024 (Qwen3's "32K" is 32,768 tokens, Llama 3.1's "128K" 131,072).
+/// `--context`, read as the API reads `"context"`.
 fn parse_tokens(s: &str) -> Result<u64, String> {
-    let text = s.trim();
-    let (digits, scale) = match text.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&text[..i], 1 << 10),
-        Some((i, 'm' | 'M')) => (&text[..i], 1 << 20),
-        _ => (text, 1),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("`{s}` is not a token count: a whole number, or with k or M (32k, 128K, 1M)"))
+    preflight_plan::options::tokens(s)
 }
 
 /// `--kv-dtype`: `auto` is the absence of a choice.
