@@ -106,7 +106,7 @@ impl<'a> FactsKey<'a> {
             h.update(b"token\0");
             h.update(Sha256::digest(token.as_bytes()));
         }
-        format!("{}.facts", hex(&h.finalize()))
+        format!("{}.facts", hex::encode(h.finalize()))
     }
 }
 
@@ -474,11 +474,7 @@ fn ref_name(spec: &HubSpec, token: Option<&str>) -> String {
         h.update(b"token\0");
         h.update(Sha256::digest(token.as_bytes()));
     }
-    format!("{}.ref", hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{}.ref", hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ fn signature(shared: &Shared, repo: &str, commit: &str, path: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(shared.sign_key);
     hasher.update(format!("{repo}\n{commit}\n{path}").as_bytes());
-    store::hex(&hasher.finalize()[..16])
+    hex::encode(&hasher.finalize()[..16])
 }
 
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response<Body> {
