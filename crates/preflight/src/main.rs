@@ -7,6 +7,7 @@ mod plan_args;
 mod render;
 mod serve;
 mod term;
+mod units;
 
 use std::process::ExitCode;
 
@@ -142,13 +143,13 @@ fn cache_command(action: &CacheAction) -> ExitCode {
                     .and_then(|m| m.elapsed().ok())
                     .map_or_else(|| "?".to_owned(), |d| format!("{}s ago", d.as_secs()));
                 let source = e.source.as_deref().unwrap_or("(unreadable: removed on next use)");
-                println!("{source}  {} bytes  {age}", render::thousands(e.bytes));
+                println!("{source}  {} bytes  {age}", units::thousands(e.bytes));
             }
             println!(
                 "{} entr{} · {} bytes in {}",
                 entries.len(),
                 if entries.len() == 1 { "y" } else { "ies" },
-                render::thousands(total),
+                units::thousands(total),
                 cache.dir().display()
             );
         }),
