@@ -27,7 +27,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::cache::{VerdictCache, hex};
+use crate::cache::VerdictCache;
 use crate::config::Profile;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, inc};
@@ -888,7 +888,7 @@ fn cache_key(
     ));
     let scope = token.map_or_else(
         || "public".to_owned(),
-        |t| format!("token:{}", hex(&Sha256::digest(t.as_bytes()))),
+        |t| format!("token:{}", hex::encode(Sha256::digest(t.as_bytes()))),
     );
     h.update(format!("scope={scope}\n"));
     for (source, commit) in sources.iter().zip(commits) {
@@ -901,5 +901,5 @@ fn cache_key(
             ));
         }
     }
-    hex(&h.finalize())
+    hex::encode(h.finalize())
 }

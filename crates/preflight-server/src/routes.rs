@@ -197,7 +197,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn openapi(State(state): State<Arc<AppState>>) -> Response {
-    json_response(crate::openapi::document(&state.mounted))
+    json_response(state.openapi.clone())
 }
 
 /// The caller's Hub token, from `Authorization: Bearer …`.

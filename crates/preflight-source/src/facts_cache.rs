@@ -112,7 +112,7 @@ impl<'a> FactsKey<'a> {
             h.update(Sha256::digest(token.as_bytes()));
         }
         let marker = if self.token.is_some() { TOKEN_MARKER } else { "" };
-        format!("{}{marker}.facts", hex(&h.finalize()))
+        format!("{}{marker}.facts", hex::encode(h.finalize()))
     }
 }
 
@@ -488,11 +488,7 @@ fn ref_name(spec: &HubSpec, token: Option<&str>) -> String {
         h.update(b"token\0");
         h.update(Sha256::digest(token.as_bytes()));
     }
-    format!("{}.ref", hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{}.ref", hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

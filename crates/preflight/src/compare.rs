@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use preflight_formats::facts::ArtifactFacts;
 use preflight_plan::{OptionsError, PlanOptions, Verdict};
 
-use crate::render::{bytes, thousands};
+use crate::units::{bytes, thousands};
 
 /// The options `--compare` can vary, by their flag name.
 const COMPARABLE: &[&str] = &["weights-dtype", "kv-dtype", "engine"];

@@ -7,6 +7,7 @@ mod plan_args;
 mod render;
 mod serve;
 mod term;
+mod units;
 
 use std::process::ExitCode;
 
@@ -155,13 +156,13 @@ fn cache_command(action: &CacheAction) -> ExitCode {
                 let source = e.source.as_deref().unwrap_or("(unreadable: removed on next use)");
                 // One commit read with and without a token is two entries: say which is which.
                 let token = if e.read_with_token { "  read with a token" } else { "" };
-                println!("{source}  {} bytes  {age}{token}", render::thousands(e.bytes));
+                println!("{source}  {} bytes  {age}{token}", units::thousands(e.bytes));
             }
             println!(
                 "{} entr{} · {} bytes in {}",
                 entries.len(),
                 if entries.len() == 1 { "y" } else { "ies" },
-                render::thousands(total),
+                units::thousands(total),
                 cache.dir().display()
             );
         }),

@@ -3,13 +3,11 @@
 use std::fmt::Write;
 
 use crate::term::Paint;
+use crate::units::{bytes, thousands};
 use preflight_plan::{
     ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Releases, Runtimes, Severity,
     Support, Verdict,
 };
-
-/// `8190735360` → `8,190,735,360`: the planner's grouping, so findings and tables agree.
-pub use preflight_plan::findings::grouped as thousands;
 
 /// `8190735360` → `8.19B`.
 fn short(n: u64) -> String {
@@ -19,11 +17,6 @@ fn short(n: u64) -> String {
         n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
         n => n.to_string(),
     }
-}
-
-/// Bytes in GiB/MiB/KiB.
-pub fn bytes(n: u64) -> String {
-    preflight_plan::findings::size(n)
 }
 
 /// The verdict as text; `paint` colours the words that decide (plain unless a terminal).
@@ -573,17 +566,4 @@ fn attention_summary(layers: &[Attention]) -> String {
         .map(|(k, n)| format!("{n} {k}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(20914757184), "20,914,757,184");
-    }
 }
