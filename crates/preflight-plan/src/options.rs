@@ -167,7 +167,37 @@ const ENGINE_NAMES: &[(MemoryEngine, &[&str])] = &[
     (MemoryEngine::LlamaCpp, &["llama.cpp", "llama_cpp", "llamacpp"]),
 ];
 
+/// Releases of an engine whose memory rules were read from their source and cannot be
+/// planned from a checkpoint's metadata, each with why: asked for, they are refused with that
+/// reason rather than planned with another release's rules (docs/memory.md § What changes
+/// after 0.19.0).
+const VLLM_NOT_OFFERED: &[(&str, &str)] = &[(
+    "0.33.0",
+    "its KV budget subtracts a CUDA-graph memory estimate vLLM measures by capturing graphs at startup (v1/worker/gpu/cudagraph_utils.py:922 `profile_cudagraph_memory`, charged by default in gpu_worker.py:707-757), which no checkpoint metadata determines",
+)];
+
 impl MemoryEngine {
+    /// The release whose memory rules `memory::<engine>` follows — the only one
+    /// `ENGINE@VERSION` accepts, and the one the support data is read from: vLLM's and
+    /// SGLang's wheels, and the llama-cpp-python release whose vendored llama.cpp (commit
+    /// 0c1e570) the source lines are read from.
+    pub fn modelled_version(self) -> &'static str {
+        match self {
+            MemoryEngine::Vllm => "0.19.0",
+            MemoryEngine::Sglang => "0.5.23",
+            MemoryEngine::LlamaCpp => "0.3.36",
+        }
+    }
+
+    /// Why a release that was read is not offered, if it is one of those.
+    pub fn not_offered(self, release: &str) -> Option<&'static str> {
+        let table = match self {
+            MemoryEngine::Vllm => VLLM_NOT_OFFERED,
+            MemoryEngine::Sglang | MemoryEngine::LlamaCpp => &[],
+        };
+        table.iter().find(|(r, _)| *r == release).map(|(_, why)| *why)
+    }
+
     /// The engine as `runtimes` names it: the same engine, judged for loading.
     pub fn runtime(self) -> crate::verdict::Engine {
         match self {
@@ -203,12 +233,12 @@ impl FromStr for MemoryEngine {
                     format!("`{s}` is not one of {}", canonical_names(ENGINE_NAMES)),
                 )
             })?;
-        let modelled = crate::memory::modelled_version(engine);
+        let modelled = engine.modelled_version();
         let label = engine.runtime().label();
         match release {
             Some(release) if release != modelled => Err(error(
                 "engine",
-                match crate::memory::not_offered(engine, release) {
+                match engine.not_offered(release) {
                     Some(why) => {
                         format!("{label} {release} is not offered: {why}; plan with {modelled}, the release modelled")
                     }
@@ -568,7 +598,7 @@ impl MemoryEngine {
             format!(
                 "{} {} keeps no {} KV cache: its choices are {} ({}); leave kv_dtype out for the model's own dtype",
                 self.runtime().label(),
-                crate::memory::modelled_version(self),
+                self.modelled_version(),
                 dtype.name(),
                 choices.values.join(", "),
                 choices.source

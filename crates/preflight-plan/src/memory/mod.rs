@@ -1032,24 +1032,6 @@ pub fn engine_for(options: &PlanOptions, formats: &[Format]) -> MemoryEngine {
     options.engine_for(!formats.is_empty() && formats.iter().all(|f| *f == Format::Gguf))
 }
 
-/// The release whose memory rules this module models: the only one `ENGINE@VERSION` accepts.
-pub fn modelled_version(engine: MemoryEngine) -> &'static str {
-    match engine {
-        MemoryEngine::Vllm => vllm::VERSION,
-        MemoryEngine::Sglang => sglang::VERSION,
-        MemoryEngine::LlamaCpp => llama_cpp::VERSION,
-    }
-}
-
-/// Why a release of the engine that was read is not offered, if it is one of those.
-pub fn not_offered(engine: MemoryEngine, release: &str) -> Option<&'static str> {
-    let table = match engine {
-        MemoryEngine::Vllm => vllm::NOT_OFFERED,
-        MemoryEngine::Sglang | MemoryEngine::LlamaCpp => &[],
-    };
-    table.iter().find(|(r, _)| *r == release).map(|(_, why)| *why)
-}
-
 /// What one device holds at `context` (each artifact's own when `None`): one rank of every
 /// artifact, whichever replica it belongs to; `None` when some artifact cannot be split.
 fn held_per_rank(sizings: &[&Sizing], context: Option<u64>, target: &Target) -> Option<RankMemory> {
@@ -1285,7 +1267,7 @@ mod tests {
     fn memory_rules_and_support_data_follow_the_same_release() {
         for engine in [MemoryEngine::Vllm, MemoryEngine::Sglang, MemoryEngine::LlamaCpp] {
             assert_eq!(
-                super::modelled_version(engine),
+                engine.modelled_version(),
                 crate::runtimes::version(engine.runtime()),
                 "{engine}"
             );

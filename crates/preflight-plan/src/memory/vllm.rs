@@ -8,18 +8,6 @@ use crate::model::{EncoderProfile, Model, Rope, RopeScaling};
 use crate::options::PlanOptions;
 use crate::verdict::CacheKind;
 
-/// The version every term here follows.
-pub const VERSION: &str = "0.19.0";
-
-/// Releases whose memory rules were read from their source and cannot be planned from a
-/// checkpoint's metadata, each with why: asked for, they are refused with that reason
-/// rather than planned with another release's rules (docs/memory.md § What changes after
-/// 0.19.0).
-pub const NOT_OFFERED: &[(&str, &str)] = &[(
-    "0.33.0",
-    "its KV budget subtracts a CUDA-graph memory estimate vLLM measures by capturing graphs at startup (v1/worker/gpu/cudagraph_utils.py:922 `profile_cudagraph_memory`, charged by default in gpu_worker.py:707-757), which no checkpoint metadata determines",
-)];
-
 /// The kernel vLLM 0.19 runs MXFP4 MoE experts with: the first of `select_mxfp4_moe_backend`'s
 /// priorities (`fused_moe/oracle/mxfp4.py:169-185`, `:290-301`) that the default install
 /// supports on the device: FlashInfer TRT-LLM on 10.x; on 9.0 the OpenAI Triton kernels
