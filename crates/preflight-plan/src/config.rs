@@ -113,7 +113,7 @@ pub const COMMON_KEYS: &[(&str, Grade)] = &[
     ("tie_word_embeddings", Grade::Consumed),
 ];
 
-/// The keys [`crate::families::read_dims`] reads for every decoder family (and the families
+/// The keys the families' `read_dims` reads for every decoder family (and the families
 /// that read their own way read them too): a family lists only what it interprets beyond them.
 pub const DECODER_KEYS: &[(&str, Grade)] = &[
     ("num_hidden_layers", Grade::Consumed),

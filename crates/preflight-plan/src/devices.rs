@@ -138,6 +138,10 @@ const UNITS: &[(&str, u64)] = &[
     ("gb", 1 << 30),
     ("mb", 1 << 20),
     ("kb", 1 << 10),
+    ("t", 1 << 40),
+    ("g", 1 << 30),
+    ("m", 1 << 20),
+    ("k", 1 << 10),
     ("b", 1),
 ];
 
@@ -147,7 +151,10 @@ const UNITS: &[(&str, u64)] = &[
 /// "fitted" with a headroom of −2^63).
 pub const MAX_DEVICE_BYTES: u64 = 1 << 50;
 
-fn size(text: &str) -> Result<u64, String> {
+/// A typed size in bytes — `10000`, `10MiB`, `80GB` — read as device sizes are (binary units
+/// under either name); `None` when it is not one or does not fit 64 bits. What every size a
+/// person types is parsed with (devices, the cache's `--max-bytes`).
+pub fn bytes(text: &str) -> Option<u64> {
     let lower = text.trim().to_ascii_lowercase();
     let split = lower.find(|c: char| !c.is_ascii_digit()).unwrap_or(lower.len());
     let (digits, unit) = lower.split_at(split);
@@ -155,7 +162,11 @@ fn size(text: &str) -> Result<u64, String> {
         "" => Some(1),
         unit => UNITS.iter().find(|(u, _)| *u == unit).map(|(_, s)| *s),
     };
-    match scale.and_then(|s| digits.parse::<u64>().ok()?.checked_mul(s)) {
+    scale.and_then(|s| digits.parse::<u64>().ok()?.checked_mul(s))
+}
+
+fn size(text: &str) -> Result<u64, String> {
+    match bytes(text) {
         Some(0) => Err(format!("`{text}`: a device needs more than 0 bytes")),
         Some(bytes) if bytes > MAX_DEVICE_BYTES => Err(format!(
             "`{text}` is larger than any device (at most 1 PiB, 2^50 bytes): give one device's memory"

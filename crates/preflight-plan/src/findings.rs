@@ -261,6 +261,16 @@ pub struct Finding {
 
 /// `1234567` → `1,234,567`: every figure in a finding's text is grouped for reading (the
 /// `declared`/`observed` values stay plain numbers).
+/// A size as a person reads it: two decimals in the largest binary unit it reaches (TiB past
+/// 1,024 GiB), bytes below a KiB. One formatter for findings and every rendering.
+pub fn size(n: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    UNITS.iter().find(|(_, scale)| n >= *scale).map_or_else(
+        || format!("{n} B"),
+        |(unit, scale)| format!("{:.2} {unit}", n as f64 / *scale as f64),
+    )
+}
+
 pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
@@ -405,6 +415,17 @@ impl Findings {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn sizes_read_in_the_largest_binary_unit_they_reach() {
+        assert_eq!(size(1023), "1023 B");
+        assert_eq!(size(1536), "1.50 KiB");
+        assert_eq!(size(80 << 30), "80.00 GiB");
+        // Past 1,024 GiB, TiB: DeepSeek-V3's weights over 8 ranks are not "5,120.00 GiB".
+        assert_eq!(size(5 << 40), "5.00 TiB");
+        assert_eq!(size(u64::MAX), "16777216.00 TiB");
+    }
+
     use super::*;
 
     /// A stream of findings: two codes past the cap, a reader's count, one code under it.

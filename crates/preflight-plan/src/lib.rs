@@ -29,7 +29,8 @@ use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
 pub use options::{
-    Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, SpeculativeMethod, WeightsDtype,
+    ComputeDtype, Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, SpeculativeMethod,
+    WeightsDtype,
 };
 pub use verdict::*;
 
@@ -64,6 +65,18 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     let engine = memory::engine_for(options, &formats);
     if let (Some(dtype), true) = (options.kv_dtype, options.asks_for_memory()) {
         engine.check_kv_dtype(dtype)?;
+    }
+    if options.dtype.is_some() && engine == MemoryEngine::LlamaCpp {
+        return Err(OptionsError {
+            option: "dtype",
+            message: "llama.cpp computes in the types the GGUF stores; `dtype` is vLLM's and SGLang's".into(),
+        });
+    }
+    if options.expert_parallel && engine == MemoryEngine::LlamaCpp {
+        return Err(OptionsError {
+            option: "expert_parallel",
+            message: "llama.cpp splits layers between devices, not experts: it has no expert parallelism".into(),
+        });
     }
     // Placement first (how many devices, which degree), then every artifact sized for it.
     // With speculative decoding the second source may be a draft head, read as one.

@@ -37,8 +37,9 @@ pub const DEFAULT_GPU_UTILIZATION_PPM: u32 = 900_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanOptions {
-    /// Tokens per sequence. Default: each model's declared maximum context.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Tokens per sequence: a number, or as people type it (`"32k"`, `"1M"`). Default: each
+    /// model's declared maximum context.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "token_count")]
     pub context: Option<u64>,
     /// Sequences served at once, each holding `context` tokens of KV cache. Default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,13 +50,30 @@ pub struct PlanOptions {
     /// Plan the weights as if stored in this type instead of as stored (a what-if).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weights_dtype: Option<WeightsDtype>,
+    /// vLLM's and SGLang's `--dtype`: the dtype the model computes in (activations, RoPE
+    /// tables, the `auto` KV cache), and the one an unquantized checkpoint's weights are
+    /// loaded in. Default: the config's (`auto`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<ComputeDtype>,
     /// The devices the system is placed on, e.g. `"h100-80gb:2"`. Without devices there is
     /// no capacity, so `fits` and `max_context_that_fits` are null.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Devices>,
-    /// Tensor-parallel degree. Default: the device count (1 without devices).
+    /// Tensor-parallel degree. Default: the device count over `data_parallel` (1 without
+    /// devices).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_parallel: Option<u64>,
+    /// vLLM `--data-parallel-size`: engine replicas of `tensor_parallel` ranks each that act
+    /// as one deployment, so that `expert_parallel` spreads the experts over all of their
+    /// ranks. Each replica serves `sequences` of its own. Default 1; devices beyond
+    /// `tensor_parallel × data_parallel` hold independent copies of the deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_parallel: Option<u64>,
+    /// Expert parallelism — vLLM `--enable-expert-parallel` (over `tensor_parallel ×
+    /// data_parallel` ranks), SGLang `--ep-size` equal to `tensor_parallel`: each rank holds
+    /// whole experts, an even share of them, instead of a slice of every expert.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expert_parallel: bool,
     /// Share of each device's memory the plan may fill, in (0, 1]. Default 0.9, as vLLM.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_utilization: Option<Fraction>,
@@ -84,7 +102,8 @@ pub struct PlanOptions {
     /// vLLM `--block-size`: tokens per KV cache page. Default 16 (64 for MLA models).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_size: Option<u64>,
-    /// vLLM `--enforce-eager`: no CUDA graphs, so no graph pool beside the budget.
+    /// vLLM `--enforce-eager`: no CUDA graphs, so no graph pool beside the budget. Changes
+    /// no figure under vLLM 0.19, which captures graphs outside the budget it sizes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub enforce_eager: bool,
     /// SGLang `--mem-fraction-static`: the share of each device for weights and KV pool.
@@ -154,7 +173,37 @@ const ENGINE_NAMES: &[(MemoryEngine, &[&str])] = &[
     (MemoryEngine::LlamaCpp, &["llama.cpp", "llama_cpp", "llamacpp"]),
 ];
 
+/// Releases of an engine whose memory rules were read from their source and cannot be
+/// planned from a checkpoint's metadata, each with why: asked for, they are refused with that
+/// reason rather than planned with another release's rules (docs/memory.md § What changes
+/// after 0.19.0).
+const VLLM_NOT_OFFERED: &[(&str, &str)] = &[(
+    "0.33.0",
+    "its KV budget subtracts a CUDA-graph memory estimate vLLM measures by capturing graphs at startup (v1/worker/gpu/cudagraph_utils.py:922 `profile_cudagraph_memory`, charged by default in gpu_worker.py:707-757), which no checkpoint metadata determines",
+)];
+
 impl MemoryEngine {
+    /// The release whose memory rules `memory::<engine>` follows — the only one
+    /// `ENGINE@VERSION` accepts, and the one the support data is read from: vLLM's and
+    /// SGLang's wheels, and the llama-cpp-python release whose vendored llama.cpp (commit
+    /// 0c1e570) the source lines are read from.
+    pub fn modelled_version(self) -> &'static str {
+        match self {
+            MemoryEngine::Vllm => "0.19.0",
+            MemoryEngine::Sglang => "0.5.23",
+            MemoryEngine::LlamaCpp => "0.3.36",
+        }
+    }
+
+    /// Why a release that was read is not offered, if it is one of those.
+    pub fn not_offered(self, release: &str) -> Option<&'static str> {
+        let table = match self {
+            MemoryEngine::Vllm => VLLM_NOT_OFFERED,
+            MemoryEngine::Sglang | MemoryEngine::LlamaCpp => &[],
+        };
+        table.iter().find(|(r, _)| *r == release).map(|(_, why)| *why)
+    }
+
     /// The engine as `runtimes` names it: the same engine, judged for loading.
     pub fn runtime(self) -> crate::verdict::Engine {
         match self {
@@ -190,14 +239,19 @@ impl FromStr for MemoryEngine {
                     format!("`{s}` is not one of {}", canonical_names(ENGINE_NAMES)),
                 )
             })?;
-        let modelled = crate::memory::modelled_version(engine);
+        let modelled = engine.modelled_version();
+        let label = engine.runtime().label();
         match release {
             Some(release) if release != modelled => Err(error(
                 "engine",
-                format!(
-                    "{} {release} is not modelled: its memory rules are read for {modelled} only (a release is offered once its rules are read from its source and its support data extracted)",
-                    engine.runtime().label()
-                ),
+                match engine.not_offered(release) {
+                    Some(why) => {
+                        format!("{label} {release} is not offered: {why}; plan with {modelled}, the release modelled")
+                    }
+                    None => format!(
+                        "{label} {release} is not modelled: its memory rules are read for {modelled} only (a release is offered once its rules are read from its source and its support data extracted)"
+                    ),
+                },
             )),
             _ => Ok(engine),
         }
@@ -211,6 +265,39 @@ impl fmt::Display for MemoryEngine {
 }
 
 /// `mem_fraction_static` is a [`Fraction`] whose error names its own option.
+/// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
+/// powers of two, so k is 1,024 (Qwen3's "32K" is 32,768 tokens, Llama 3.1's "128K"
+/// 131,072). The CLI's `--context` and the API's `"context"` read it alike.
+pub fn tokens(s: &str) -> Result<u64, String> {
+    let text = s.trim();
+    let (digits, scale) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 1 << 10),
+        Some((i, 'm' | 'M')) => (&text[..i], 1 << 20),
+        _ => (text, 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("`{s}` is not a token count: a whole number, or with k or M (32k, 128K, 1M)"))
+}
+
+/// `context` in JSON: a number, or a string [`tokens`] reads.
+fn token_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Number(u64),
+        Text(String),
+    }
+    match Given::deserialize(deserializer)? {
+        Given::Number(n) => Ok(Some(n)),
+        Given::Text(text) => tokens(&text)
+            .map(Some)
+            .map_err(|m| serde::de::Error::custom(error("context", m))),
+    }
+}
+
 fn mem_fraction_static<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Fraction>, D::Error> {
     let value = f64::deserialize(deserializer)?;
     Fraction::try_from(value)
@@ -269,6 +356,20 @@ impl PlanOptions {
         bounded("context", self.context, MAX_CONTEXT, "token")?;
         bounded("sequences", self.sequences, MAX_SEQUENCES, "sequence")?;
         bounded("tensor_parallel", self.tensor_parallel, MAX_DEVICES, "device")?;
+        bounded("data_parallel", self.data_parallel, MAX_DEVICES, "replica")?;
+        if let Some(ranks) = self
+            .tensor_parallel
+            .unwrap_or(1)
+            .checked_mul(self.data_parallel.unwrap_or(1))
+            && ranks > MAX_DEVICES
+        {
+            return Err(error(
+                "data_parallel",
+                format!(
+                    "{ranks} ranks (tensor_parallel × data_parallel) is more than the {MAX_DEVICES} devices accepted"
+                ),
+            ));
+        }
         bounded("max_num_seqs", self.max_num_seqs, MAX_SEQUENCES, "sequence")?;
         bounded(
             "max_num_batched_tokens",
@@ -295,7 +396,13 @@ impl PlanOptions {
                 format!("{ubatch} is more than the batch of {batch} (llama.cpp caps n_ubatch at n_batch)"),
             ));
         }
-        let knob_engine = self.knob_engine()?;
+        let engine = self.knob_engine()?;
+        if self.expert_parallel && engine == Some(MemoryEngine::LlamaCpp) {
+            return Err(error(
+                "expert_parallel",
+                "llama.cpp splits layers between devices, not experts: it has no expert parallelism",
+            ));
+        }
         if let Some(spec) = self.speculative {
             if spec.method == SpeculativeMethod::Mtp && self.include_mtp {
                 return Err(error(
@@ -303,21 +410,37 @@ impl PlanOptions {
                     "speculative mtp already counts the multi-token-prediction layers, as the engine holds them when they draft; give one or the other",
                 ));
             }
-            if knob_engine == Some(MemoryEngine::LlamaCpp) {
+            if engine == Some(MemoryEngine::LlamaCpp) {
                 return Err(error(
                     "speculative",
                     "llama.cpp's speculative decoding (a separate draft model) is not modelled; plan it with vllm or sglang",
                 ));
             }
         }
-        if let (Some(tp), Some(devices)) = (self.tensor_parallel, &self.devices)
-            && devices.open_count().is_none()
-        {
+        if let Some(devices) = self.devices.as_ref().filter(|d| d.open_count().is_none()) {
             let count = devices.count();
-            if tp > count || !count.is_multiple_of(tp) {
+            let dp = self.data_parallel.unwrap_or(1);
+            if let Some(tp) = self.tensor_parallel
+                && (tp.saturating_mul(dp) > count || !count.is_multiple_of(tp.saturating_mul(dp)))
+            {
+                let (option, ranks) = match self.data_parallel {
+                    Some(dp) => (
+                        "data_parallel",
+                        format!("{tp} × {dp} ranks (tensor_parallel × data_parallel)"),
+                    ),
+                    None => ("tensor_parallel", tp.to_string()),
+                };
                 return Err(error(
-                    "tensor_parallel",
-                    format!("{tp} must divide the device count {count} (each group of {tp} devices holds one replica)"),
+                    option,
+                    format!(
+                        "{ranks} must divide the device count {count} (each group of that many devices holds one deployment)"
+                    ),
+                ));
+            }
+            if self.tensor_parallel.is_none() && !count.is_multiple_of(dp) {
+                return Err(error(
+                    "data_parallel",
+                    format!("{dp} replicas must divide the device count {count}"),
                 ));
             }
         }
@@ -336,6 +459,9 @@ impl PlanOptions {
             ),
             ("block_size", MemoryEngine::Vllm, self.block_size.is_some()),
             ("enforce_eager", MemoryEngine::Vllm, self.enforce_eager),
+            // SGLang's data parallelism is attention-only (`--enable-dp-attention`, within the
+            // tensor-parallel group): not modelled, so the option names vLLM's.
+            ("data_parallel", MemoryEngine::Vllm, self.data_parallel.is_some()),
             (
                 "mem_fraction_static",
                 MemoryEngine::Sglang,
@@ -391,8 +517,28 @@ impl PlanOptions {
     /// The tensor-parallel degree in effect: as given, else the device count, else 1.
     pub fn tensor_parallel_degree(&self) -> u64 {
         self.tensor_parallel
-            .or_else(|| self.devices.as_ref().map(Devices::count))
+            .or_else(|| {
+                self.devices
+                    .as_ref()
+                    .map(|d| (d.count() / self.data_parallel_degree()).max(1))
+            })
             .unwrap_or(1)
+    }
+
+    /// Engine replicas acting as one deployment (`data_parallel`), 1 unless given.
+    pub fn data_parallel_degree(&self) -> u64 {
+        self.data_parallel.unwrap_or(1).max(1)
+    }
+
+    /// Ranks the experts are spread over whole, when expert parallelism is on: every rank of
+    /// the data-parallel deployment under vLLM, the tensor-parallel group under SGLang.
+    pub fn expert_parallel_degree(&self, engine: MemoryEngine) -> Option<u64> {
+        self.expert_parallel.then(|| match engine {
+            MemoryEngine::Vllm => self
+                .tensor_parallel_degree()
+                .saturating_mul(self.data_parallel_degree()),
+            MemoryEngine::Sglang | MemoryEngine::LlamaCpp => self.tensor_parallel_degree(),
+        })
     }
 
     pub fn utilization(&self) -> Fraction {
@@ -404,6 +550,7 @@ impl PlanOptions {
 
 /// A KV cache element type: how many bytes a block of elements takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum KvDtype {
     #[serde(rename = "f32", alias = "fp32", alias = "float32")]
     F32,
@@ -471,7 +618,7 @@ impl MemoryEngine {
             format!(
                 "{} {} keeps no {} KV cache: its choices are {} ({}); leave kv_dtype out for the model's own dtype",
                 self.runtime().label(),
-                crate::memory::modelled_version(self),
+                self.modelled_version(),
                 dtype.name(),
                 choices.values.join(", "),
                 choices.source
@@ -517,9 +664,10 @@ impl KvDtype {
 }
 
 /// The dtype the model computes in (activations, RoPE tables, recurrent conv state): the
-/// config's `dtype`, never the KV cache's — an FP8 or `q4_0` cache leaves the forward pass
-/// in BF16.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// config's `dtype` unless `--dtype` says otherwise, never the KV cache's — an FP8 or `q4_0`
+/// cache leaves the forward pass in BF16. Written as vLLM's `--dtype` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub enum ComputeDtype {
     F32,
     Bf16,
@@ -534,6 +682,22 @@ impl ComputeDtype {
             "float16" | "F16" => Some(ComputeDtype::F16),
             "float32" | "F32" => Some(ComputeDtype::F32),
             _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        COMPUTE_NAMES
+            .iter()
+            .find(|(d, _)| *d == self)
+            .map_or("?", |(_, names)| names[0])
+    }
+
+    /// The weights' what-if type that loads float tensors in this dtype.
+    pub fn weights(self) -> WeightsDtype {
+        match self {
+            ComputeDtype::F32 => WeightsDtype::F32,
+            ComputeDtype::Bf16 => WeightsDtype::Bf16,
+            ComputeDtype::F16 => WeightsDtype::F16,
         }
     }
 
@@ -554,6 +718,61 @@ impl ComputeDtype {
     }
 }
 
+/// vLLM's `--dtype` choices (`config/model.py` `_STR_DTYPE_TO_TORCH_DTYPE`), `auto` aside.
+const COMPUTE_NAMES: &[(ComputeDtype, &[&str])] = &[
+    (ComputeDtype::Bf16, &["bfloat16", "bf16"]),
+    (ComputeDtype::F16, &["float16", "half", "f16", "fp16"]),
+    (ComputeDtype::F32, &["float32", "float", "f32", "fp32"]),
+];
+
+impl FromStr for ComputeDtype {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let lower = s.to_ascii_lowercase();
+        COMPUTE_NAMES
+            .iter()
+            .find(|(_, names)| names.contains(&lower.as_str()))
+            .map(|(d, _)| *d)
+            .ok_or_else(|| {
+                error(
+                    "dtype",
+                    format!(
+                        "`{s}` is not one of {} (leave it out for the config's)",
+                        canonical_names(COMPUTE_NAMES)
+                    ),
+                )
+            })
+    }
+}
+
+impl TryFrom<String> for ComputeDtype {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl From<ComputeDtype> for String {
+    fn from(dtype: ComputeDtype) -> String {
+        dtype.name().to_owned()
+    }
+}
+
+/// JSON takes the names the CLI takes, in any case (`"BF16"`, `"fp8_e4m3"`).
+impl TryFrom<String> for KvDtype {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl TryFrom<String> for WeightsDtype {
+    type Error = OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
 impl FromStr for KvDtype {
     type Err = OptionsError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -568,6 +787,7 @@ impl FromStr for KvDtype {
 
 /// A weights type for the what-if: each stores `params` logical parameters in `bytes`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String")]
 pub enum WeightsDtype {
     #[serde(rename = "f32", alias = "fp32", alias = "float32")]
     F32,

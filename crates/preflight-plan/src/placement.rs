@@ -83,7 +83,12 @@ pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngi
         return as_given();
     };
     if let Some(group) = devices.open_count() {
-        let step = options.tensor_parallel.unwrap_or(1).max(1);
+        // Whole deployments of tensor × data parallel ranks at a time.
+        let step = options
+            .tensor_parallel
+            .unwrap_or(1)
+            .max(1)
+            .saturating_mul(options.data_parallel_degree());
         let mut largest_placed = None;
         for count in (step..=MAX_SEARCHED_DEVICES).step_by(step as usize) {
             let candidate = PlanOptions {
@@ -117,7 +122,11 @@ pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngi
         };
     }
     let count = devices.count();
-    if options.tensor_parallel.is_some() || count < 2 || fits(described, options, engine).is_some() {
+    if options.tensor_parallel.is_some()
+        || options.data_parallel.is_some()
+        || count < 2
+        || fits(described, options, engine).is_some()
+    {
         return as_given();
     }
     // The count does not split the model: the largest degree dividing it that does.

@@ -107,7 +107,7 @@ pub(crate) fn check(described: &[Described], options: &PlanOptions, engine: Memo
     let Some(spec) = options.speculative else {
         return Ok(());
     };
-    let release = |engine: MemoryEngine| format!("{} {}", engine.runtime().label(), memory::modelled_version(engine));
+    let release = |engine: MemoryEngine| format!("{} {}", engine.runtime().label(), engine.modelled_version());
     if engine == MemoryEngine::LlamaCpp {
         return Err(error(format!(
             "{}'s speculative decoding (a separate draft model, --model-draft) is not modelled; plan with --engine vllm or sglang",

@@ -471,6 +471,12 @@ pub struct Memory {
     pub engine: Engine,
     pub sequences: u64,
     pub tensor_parallel: u64,
+    /// Engine replicas acting as one deployment (vLLM `--data-parallel-size`), each serving
+    /// `sequences` of its own.
+    pub data_parallel: u64,
+    /// Ranks the experts are spread over whole, when expert parallelism is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expert_parallel: Option<u64>,
     /// The share of each device the engine fills: vLLM's `gpu_memory_utilization`,
     /// SGLang's `mem_fraction_static`, 1 for llama.cpp.
     pub gpu_utilization: f64,

@@ -17,11 +17,7 @@ pub struct Entry {
 }
 
 pub fn checksum(body: &[u8]) -> String {
-    hex(&Sha256::digest(body))
-}
-
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(body))
 }
 
 #[derive(Clone)]

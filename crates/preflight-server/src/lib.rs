@@ -31,6 +31,9 @@ pub struct AppState {
     pub started: Instant,
     /// The routes actually mounted (what capabilities report).
     pub mounted: Vec<routes::RouteInfo>,
+    /// The OpenAPI document of `mounted`, written once with the state (it depends on nothing
+    /// else); `routes` serves it without calling into `openapi`, which reads the route table.
+    pub openapi: serde_json::Value,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +147,7 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
     if args.debug_lookup_after_staging {
         tracing::warn!("cache lookup AFTER staging: the broken order, for testing the deploy gate only");
     }
+    let mounted = routes::ROUTES.to_vec();
     Ok(Arc::new(AppState {
         pipeline,
         metrics,
@@ -151,7 +155,8 @@ pub fn state(args: &ServeArgs) -> Result<Arc<AppState>, ServeError> {
         max_body_bytes: args.max_body_bytes,
         body_timeout: Duration::from_secs(args.body_timeout_secs.max(1)),
         started: Instant::now(),
-        mounted: routes::ROUTES.to_vec(),
+        openapi: openapi::document(&mounted),
+        mounted,
     }))
 }
 

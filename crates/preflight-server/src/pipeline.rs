@@ -27,7 +27,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::cache::{VerdictCache, hex};
+use crate::cache::VerdictCache;
 use crate::config::Profile;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{Metrics, inc};
@@ -526,8 +526,11 @@ impl Pipeline {
             )
         };
         if self.profile == Profile::Public {
+            // A bare `org/name` is most likely a Hub repo meant as one: say so, as the CLI does.
+            let hint = preflight_source::spec::hub_suggestion(raw)
+                .map_or_else(String::new, |suggestion| format!("; did you mean {suggestion}?"));
             return Err(forbidden(format!(
-                "local path {raw:?} refused: this server runs the `public` profile, which plans hf:// sources only"
+                "local path {raw:?} refused: this server runs the `public` profile, which plans hf:// sources only{hint}"
             )));
         }
         let canonical = path.canonicalize().map_err(|e| {
@@ -885,7 +888,7 @@ fn cache_key(
     ));
     let scope = token.map_or_else(
         || "public".to_owned(),
-        |t| format!("token:{}", hex(&Sha256::digest(t.as_bytes()))),
+        |t| format!("token:{}", hex::encode(Sha256::digest(t.as_bytes()))),
     );
     h.update(format!("scope={scope}\n"));
     for (source, commit) in sources.iter().zip(commits) {
@@ -898,5 +901,5 @@ fn cache_key(
             ));
         }
     }
-    hex(&h.finalize())
+    hex::encode(h.finalize())
 }

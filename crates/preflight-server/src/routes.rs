@@ -103,19 +103,48 @@ pub fn router(state: Arc<AppState>) -> Router {
                 "no such route; see /v1/capabilities",
             )
         })
+        // A route asked with another method: say which one it takes (`GET /v1/plan`).
+        .method_not_allowed_fallback(|request: Request| async move {
+            let path = request.uri().path();
+            let allowed: Vec<&str> = ROUTES.iter().filter(|r| r.path == path).map(|r| r.method).collect();
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                ErrorCode::MethodNotAllowed,
+                format!(
+                    "{} {path} is not served; {path} takes {} (see /v1/capabilities)",
+                    request.method(),
+                    allowed.join(", ")
+                ),
+            )
+        })
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .layer(middleware::from_fn_with_state(state.clone(), count))
         .with_state(state)
 }
 
-/// Count every response by class, for `/metrics`.
+/// Whether a plan response was served from a cache: set by the plan handler for the
+/// request log line.
+#[derive(Debug, Clone, Copy)]
+struct ServedFromCache(bool);
+
+/// Count every response by class, for `/metrics`, and log one line per request at the
+/// default verbosity: method, path, status, whether a plan was cached, milliseconds.
 async fn count(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     inc(&state.metrics.http_requests);
+    let started = Instant::now();
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
     let response = next.run(request).await;
-    match response.status().as_u16() {
+    let status = response.status().as_u16();
+    match status {
         400..=499 => inc(&state.metrics.errors_4xx),
         500..=599 => inc(&state.metrics.errors_5xx),
         _ => {}
+    }
+    let cached = response.extensions().get::<ServedFromCache>().map(|c| c.0);
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    match cached {
+        Some(cached) => tracing::info!(%method, path, status, cached, ms = format!("{ms:.2}"), "request"),
+        None => tracing::info!(%method, path, status, ms = format!("{ms:.2}"), "request"),
     }
     response
 }
@@ -168,7 +197,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn openapi(State(state): State<Arc<AppState>>) -> Response {
-    json_response(crate::openapi::document(&state.mounted))
+    json_response(state.openapi.clone())
 }
 
 /// The caller's Hub token, from `Authorization: Bearer …`.
@@ -252,7 +281,9 @@ async fn plan(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body
             histogram.observe(started.elapsed());
             let serving =
                 json!({ "cached": planned.cached, "cacheable": planned.cacheable, "profile": state.profile.as_str() });
-            verdict_response(&planned.body, &serving)
+            let mut response = verdict_response(&planned.body, &serving);
+            response.extensions_mut().insert(ServedFromCache(planned.cached));
+            response
         }
         Err(e) => e.into_response(),
     }

@@ -24,7 +24,6 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use crate::cache::hex;
 use crate::metrics::{Metrics, inc};
 
 /// Key prefix: bump the version if the value layout changes (v2: HMAC tags, not checksums).
@@ -246,7 +245,7 @@ impl Shared {
     pub async fn put(&self, key: &str, body: &str) {
         let value = format!(
             "{}\n{body}",
-            hex(&self.mac(key, body.as_bytes()).finalize().into_bytes())
+            hex::encode(self.mac(key, body.as_bytes()).finalize().into_bytes())
         );
         let (rkey, ttl) = (Self::verdict_key(key), self.config.ttl.as_secs().max(1));
         let _: Option<()> = self

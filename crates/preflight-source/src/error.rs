@@ -1,7 +1,9 @@
 //! Failure to read a source. What is wrong *with* a checkpoint is a finding in the verdict;
-//! these are the cases where there is nothing to plan.
+//! these are the cases where there is nothing to plan: [`SourceError`], the Hub client's
+//! [`HubError`] it wraps, and the [`ErrorCode`] each maps to.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use preflight_formats::{config::ConfigError, gguf::GgufError, index::IndexError, safetensors::HeaderError};
 
@@ -24,7 +26,7 @@ pub enum SourceError {
     #[error("{file}: {source}")]
     Config { file: String, source: ConfigError },
     #[error(transparent)]
-    Hub(#[from] crate::hub::HubError),
+    Hub(#[from] HubError),
     #[error("{file}: header is larger than the {max}-byte cap for one plan")]
     HeaderTooLarge { file: String, max: u64 },
     /// A file of the checkpoint resolves (through a symlink) outside the allowed roots. The
@@ -93,6 +95,7 @@ pub enum ErrorCode {
     Internal,
     InvalidOptions,
     NoRoute,
+    MethodNotAllowed,
     NoSources,
     PlanAbandoned,
     PlanTimedOut,
@@ -131,6 +134,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidOptions => "invalid_options",
             ErrorCode::NoRoute => "no_route",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::NoSources => "no_sources",
             ErrorCode::PlanAbandoned => "plan_abandoned",
             ErrorCode::PlanTimedOut => "plan_timed_out",
@@ -182,5 +186,103 @@ impl SourceError {
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SourceError {
         let path = path.into();
         move |source| SourceError::Io { path, source }
+    }
+}
+
+/// What can go wrong talking to the Hub, each case specific enough to act on; raised by
+/// `hub`, wrapped by [`SourceError::Hub`]. Kept here, beside the error that wraps it, so the
+/// error types depend on no module that returns them. **Invariant:** no message carries the
+/// token.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HubError {
+    #[error(
+        "{repo} is a gated repo: it needs a token from an account granted access (the CLI reads HF_TOKEN; the service, `Authorization: Bearer`)"
+    )]
+    GatedNoToken { repo: String },
+    #[error("{repo} is a gated repo and access has not been granted to this token")]
+    GatedDenied { repo: String },
+    #[error("{repo}: the Hub refused the token (401)")]
+    Unauthorized { repo: String },
+    #[error("{repo}: repository not found (or private and not visible to this token)")]
+    RepoNotFound { repo: String },
+    #[error("{repo}: revision {revision:?} not found")]
+    RevisionNotFound { repo: String, revision: String },
+    #[error("{repo}@{revision}: file {path:?} not found")]
+    EntryNotFound {
+        repo: String,
+        revision: String,
+        path: String,
+    },
+    #[error("{url}: the Hub is rate limiting us (429){}", retry_after.map(|d| format!("; retry after {}s", d.as_secs())).unwrap_or_default())]
+    RateLimited { url: String, retry_after: Option<Duration> },
+    #[error("{url}: upstream error {status}")]
+    Upstream { url: String, status: u16 },
+    #[error("{url}: timed out after {}s", timeout.as_secs_f64())]
+    Timeout { url: String, timeout: Duration },
+    #[error("{url}: connection failed: {detail}")]
+    Connect { url: String, detail: String },
+    #[error("{url}: body ended after {got} of {expected} bytes")]
+    Truncated { url: String, expected: u64, got: u64 },
+    #[error("{url}: response larger than the {max}-byte cap")]
+    TooLarge { url: String, max: u64 },
+    #[error("{url}: {detail}")]
+    Protocol { url: String, detail: String },
+    #[error("offline (HF_HUB_OFFLINE=1) and {what} is not in the local HF cache")]
+    Offline { what: String },
+    #[error("the shared Hub budget is spent for now; retry after {}s", retry_after.as_secs().max(1))]
+    BudgetExhausted { retry_after: Duration },
+    #[error(
+        "the plan needs more than {max} requests to the Hub; refused (a repo this large or this split is not planned)"
+    )]
+    TooManyRequests { max: u64 },
+    #[error("{0}")]
+    Config(String),
+}
+
+impl HubError {
+    /// The stable, machine-readable code: the service's `error.code` and the CLI's `--json`
+    /// error document say the same thing for the same failure.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            HubError::GatedNoToken { .. } | HubError::GatedDenied { .. } => ErrorCode::Gated,
+            HubError::Unauthorized { .. } => ErrorCode::Unauthorized,
+            HubError::RepoNotFound { .. } => ErrorCode::RepoNotFound,
+            HubError::RevisionNotFound { .. } => ErrorCode::RevisionNotFound,
+            HubError::EntryNotFound { .. } => ErrorCode::FileNotFound,
+            HubError::RateLimited { .. } => ErrorCode::UpstreamRateLimited,
+            HubError::BudgetExhausted { .. } => ErrorCode::HubBudgetExhausted,
+            HubError::Timeout { .. } => ErrorCode::UpstreamTimeout,
+            HubError::TooLarge { .. } => ErrorCode::UpstreamTooLarge,
+            HubError::TooManyRequests { .. } => ErrorCode::TooManyUpstreamRequests,
+            HubError::Upstream { .. }
+            | HubError::Connect { .. }
+            | HubError::Truncated { .. }
+            | HubError::Protocol { .. } => ErrorCode::UpstreamFailed,
+            HubError::Offline { .. } => ErrorCode::Offline,
+            HubError::Config(_) => ErrorCode::Misconfigured,
+        }
+    }
+
+    /// The server's own advice on when to retry.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            HubError::RateLimited { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    pub(crate) fn transport(url: &reqwest::Url, e: reqwest::Error, timeout: Duration) -> HubError {
+        if e.is_timeout() {
+            HubError::Timeout {
+                url: url.to_string(),
+                timeout,
+            }
+        } else {
+            // reqwest's own message names the URL and cause, never a header.
+            HubError::Connect {
+                url: url.to_string(),
+                detail: std::error::Error::source(&e).map_or_else(|| e.to_string(), |s| s.to_string()),
+            }
+        }
     }
 }

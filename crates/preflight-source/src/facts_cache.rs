@@ -60,6 +60,9 @@ const MAX_REF_BYTES: u64 = 64;
 /// The JSON writer's buffer in front of the compressor: serde writes in small pieces.
 const ENCODE_BUFFER: usize = 64 << 10;
 
+/// What a token-read entry's name carries before `.facts`.
+const TOKEN_MARKER: &str = ".token";
+
 /// Where the revisions' last commits are kept, under the cache directory.
 const REFS: &str = "refs";
 
@@ -90,7 +93,9 @@ impl<'a> FactsKey<'a> {
         self.file_name()
     }
 
-    /// The entry's file name: a digest of every part, the format version included.
+    /// The entry's file name: a digest of every part, the format version included, marked
+    /// `.token` when a token read it (so `cache ls` can tell two readings of one commit apart
+    /// without knowing the token).
     fn file_name(&self) -> String {
         let mut h = Sha256::new();
         for part in [
@@ -106,7 +111,8 @@ impl<'a> FactsKey<'a> {
             h.update(b"token\0");
             h.update(Sha256::digest(token.as_bytes()));
         }
-        format!("{}.facts", hex(&h.finalize()))
+        let marker = if self.token.is_some() { TOKEN_MARKER } else { "" };
+        format!("{}{marker}.facts", hex::encode(h.finalize()))
     }
 }
 
@@ -134,6 +140,9 @@ pub struct Entry {
     pub modified: Option<SystemTime>,
     /// `repo@commit[/file]`, read from the entry; `None` when it does not verify.
     pub source: Option<String>,
+    /// Read with a token (a gated or private repo, or a token in the environment): served
+    /// only to that token.
+    pub read_with_token: bool,
 }
 
 /// A directory of staged facts.
@@ -234,7 +243,12 @@ impl FactsCache {
                 let commit = f.source.commit.unwrap_or_default();
                 format!("{repo}@{commit}")
             });
+            let read_with_token = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .is_some_and(|s| s.ends_with(TOKEN_MARKER));
             out.push(Entry {
+                read_with_token,
                 path,
                 bytes: meta.len(),
                 modified: meta.modified().ok(),
@@ -474,11 +488,7 @@ fn ref_name(spec: &HubSpec, token: Option<&str>) -> String {
         h.update(b"token\0");
         h.update(Sha256::digest(token.as_bytes()));
     }
-    format!("{}.ref", hex(&h.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    format!("{}.ref", hex::encode(h.finalize()))
 }
 
 #[cfg(test)]

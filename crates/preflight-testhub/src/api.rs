@@ -10,8 +10,8 @@ use axum::http::{HeaderValue, Method, Response, header};
 use axum::response::IntoResponse;
 use serde_json::{Map, Value, json};
 
+use crate::access::{Need, open_repo, resolve_revision, split_revision};
 use crate::error::HubError;
-use crate::hub::{Need, open_repo, resolve_revision, split_revision};
 use crate::log::Call;
 use crate::store::{self, Commit, Hashes, Repo};
 
@@ -123,7 +123,7 @@ async fn model_info(
         tokio::task::spawn_blocking(move || {
             commit
                 .safetensors
-                .get_or_init(|| crate::safetensors::count(&commit))
+                .get_or_init(|| crate::safetensors::count(|name| commit.file(name).map(|f| f.disk.as_path())))
                 .clone()
         })
         .await

@@ -12,10 +12,9 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_decode_str, utf8_perc
 use sha2::{Digest, Sha256};
 
 use crate::Shared;
-use crate::content::{self, Source};
+use crate::content::{self, Source, set_header};
 use crate::error::HubError;
 use crate::faults::Origin;
-use crate::hub::insert;
 use crate::log::Call;
 use crate::store;
 
@@ -42,7 +41,7 @@ fn signature(shared: &Shared, repo: &str, commit: &str, path: &str) -> String {
     let mut hasher = Sha256::new();
     hasher.update(shared.sign_key);
     hasher.update(format!("{repo}\n{commit}\n{path}").as_bytes());
-    store::hex(&hasher.finalize()[..16])
+    hex::encode(&hasher.finalize()[..16])
 }
 
 pub(crate) async fn handle(State(shared): State<Arc<Shared>>, req: Request<Body>) -> Response<Body> {
@@ -93,14 +92,14 @@ async fn serve(call: &Call, uri: &Uri) -> Result<Response<Body>, HubError> {
 
     let mut headers = HeaderMap::new();
     if let Some(lfs) = &hashes.lfs {
-        insert(&mut headers, "etag", &format!("\"{}\"", lfs.sha256));
+        set_header(&mut headers, "etag", &format!("\"{}\"", lfs.sha256));
     }
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
     let file_name = path.rsplit('/').next().unwrap_or(&path);
-    insert(
+    set_header(
         &mut headers,
         "content-disposition",
         &format!("inline; filename*=UTF-8''{}", utf8_percent_encode(file_name, SEGMENT)),

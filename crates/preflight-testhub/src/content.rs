@@ -21,6 +21,15 @@ pub(crate) enum Source {
     Memory(Bytes),
 }
 
+/// Set header `name`, or leave it unset when `value` cannot be a header value (the values
+/// both origins set — commit ids, hashes, sizes, percent-encoded names — always can). Here
+/// because both build the headers [`respond`] sends with it.
+pub(crate) fn set_header(headers: &mut HeaderMap, name: &'static str, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(name, value);
+    }
+}
+
 /// Answer with `source` (of `total` bytes) honouring `Range`; `headers` carry the
 /// origin-specific ones (ETag, commit, type).
 pub(crate) async fn respond(

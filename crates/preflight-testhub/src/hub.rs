@@ -12,11 +12,12 @@ use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, 
 use percent_encoding::percent_decode_str;
 
 use crate::Shared;
-use crate::content::{self, Source};
+use crate::access::{Need, open_repo, resolve_revision, split_revision};
+use crate::content::{self, Source, set_header};
 use crate::error::HubError;
 use crate::faults::Origin;
 use crate::log::Call;
-use crate::store::{self, Commit, Repo};
+use crate::store;
 
 /// A `paths-info` request lists paths; a megabyte of them is far past any real use.
 const MAX_REQUEST_BODY: usize = 1024 * 1024;
@@ -71,15 +72,15 @@ async fn file(call: &Call, repo_id: &str, raw: bool, rest: &[&str]) -> Result<Re
     let hashes = store::hashes_of(&commit, &path).await?;
 
     let mut headers = HeaderMap::new();
-    insert(&mut headers, "x-repo-commit", &commit.sha);
-    insert(&mut headers, "etag", &format!("\"{}\"", hashes.oid));
+    set_header(&mut headers, "x-repo-commit", &commit.sha);
+    set_header(&mut headers, "etag", &format!("\"{}\"", hashes.oid));
     match &hashes.lfs {
         Some(lfs) if !raw => {
             // Large files live on the CDN: answer with where to get them and what they are.
             let location = crate::cdn::signed_url(&call.shared, repo_id, &commit.sha, &path);
-            insert(&mut headers, "location", &location);
-            insert(&mut headers, "x-linked-etag", &format!("\"{}\"", lfs.sha256));
-            insert(&mut headers, "x-linked-size", &entry.size.to_string());
+            set_header(&mut headers, "location", &location);
+            set_header(&mut headers, "x-linked-etag", &format!("\"{}\"", lfs.sha256));
+            set_header(&mut headers, "x-linked-size", &entry.size.to_string());
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
             let mut resp = Response::new(Body::empty());
             *resp.status_mut() = StatusCode::FOUND;
@@ -115,86 +116,6 @@ fn content_type(path: &str) -> HeaderValue {
     }
 }
 
-/// Who is asking, judged from `Authorization` alone.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Caller {
-    Anonymous,
-    /// A token the hub was started with: sees every repo, gated or private.
-    Granted,
-    /// Any other bearer token: a real account that was never granted anything.
-    NoGrant,
-}
-
-pub(crate) fn caller(call: &Call) -> Result<Caller, HubError> {
-    let Some(value) = call.headers.get(header::AUTHORIZATION) else {
-        return Ok(Caller::Anonymous);
-    };
-    let value = value.to_str().map_err(|_| HubError::InvalidCredentials)?;
-    let (scheme, token) = value.trim().split_once(' ').ok_or(HubError::InvalidCredentials)?;
-    let token = token.trim();
-    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
-        return Err(HubError::InvalidCredentials);
-    }
-    Ok(if call.shared.tokens.iter().any(|t| t == token) {
-        Caller::Granted
-    } else {
-        Caller::NoGrant
-    })
-}
-
-/// Metadata (model info, tree) of a gated repo is public on the Hub; its files are not.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Need {
-    Metadata,
-    Content,
-}
-
-pub(crate) fn open_repo<'a>(call: &'a Call, id: &str, need: Need) -> Result<&'a Repo, HubError> {
-    let caller = caller(call)?;
-    let repo = call
-        .shared
-        .store
-        .repo(id)
-        .filter(|r| !r.private || caller == Caller::Granted)
-        .ok_or(HubError::RepoNotFound {
-            authenticated: caller != Caller::Anonymous,
-        })?;
-    if need == Need::Content && repo.gated.is_gated() {
-        match caller {
-            Caller::Anonymous => {
-                return Err(HubError::GatedAnonymous { repo: repo.id.clone() });
-            }
-            Caller::NoGrant => {
-                return Err(HubError::GatedNotGranted {
-                    repo: repo.id.clone(),
-                    endpoint: call.shared.hub_url.clone(),
-                });
-            }
-            Caller::Granted => {}
-        }
-    }
-    Ok(repo)
-}
-
-/// A branch or tag (as the live refs have it now), or a full commit id of this repo.
-pub(crate) fn resolve_revision(call: &Call, repo: &Repo, rev: &str) -> Result<Arc<Commit>, HubError> {
-    let sha = call.shared.ref_target(&repo.id, rev).unwrap_or_else(|| rev.to_owned());
-    repo.commits
-        .get(&sha)
-        .cloned()
-        .ok_or_else(|| HubError::RevisionNotFound { rev: rev.to_owned() })
-}
-
-/// The revision and what follows it. `refs/pr/N` and `refs/convert/NAME` may come
-/// unencoded, as three segments.
-pub(crate) fn split_revision<'a, 'b>(rest: &'a [&'b str]) -> Option<(String, &'a [&'b str])> {
-    match rest {
-        ["refs", kind @ ("pr" | "convert"), name, tail @ ..] => Some((format!("refs/{kind}/{name}"), tail)),
-        [rev, tail @ ..] => Some(((*rev).to_owned(), tail)),
-        [] => None,
-    }
-}
-
 /// Path segments, percent-decoded one by one (so `%2F` stays inside its segment).
 fn decode_segments(path: &str) -> Result<Vec<String>, HubError> {
     path.trim_start_matches('/')
@@ -206,10 +127,4 @@ fn decode_segments(path: &str) -> Result<Vec<String>, HubError> {
                 .map_err(|_| HubError::BadRequest("path is not valid percent-encoded UTF-8".into()))
         })
         .collect()
-}
-
-pub(crate) fn insert(headers: &mut HeaderMap, name: &'static str, value: &str) {
-    if let Ok(value) = HeaderValue::from_str(value) {
-        headers.insert(name, value);
-    }
 }

@@ -42,6 +42,7 @@
 //! `/resolve` directly. A stub's LFS sha256 is a stable synthetic address, not the hash of
 //! the zero-filled bytes.
 
+mod access;
 mod admin;
 mod api;
 mod body;

@@ -10,8 +10,6 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::store::Commit;
-
 /// The safetensors format's own cap on the JSON header, so a broken fixture can't make us
 /// allocate without bound.
 const MAX_HEADER_BYTES: u64 = 100 * 1024 * 1024;
@@ -27,11 +25,12 @@ pub(crate) struct ParamCounts {
 
 /// Counts over the shards the index names, else over `model.safetensors` — the files
 /// `huggingface_hub.get_safetensors_metadata` reads. `None` when there are none or one
-/// does not parse (the Hub then omits the field).
-pub(crate) fn count(commit: &Commit) -> Option<ParamCounts> {
-    let shards: BTreeSet<String> = match commit.file(INDEX_FILE) {
+/// does not parse (the Hub then omits the field). `disk` finds a repo file on disk (a
+/// commit's files), so this reader needs nothing of the store that caches its answer.
+pub(crate) fn count<'a>(disk: impl Fn(&str) -> Option<&'a Path>) -> Option<ParamCounts> {
+    let shards: BTreeSet<String> = match disk(INDEX_FILE) {
         Some(index) => {
-            let bytes = std::fs::read(&index.disk).ok()?;
+            let bytes = std::fs::read(index).ok()?;
             let json: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
             json.get("weight_map")?
                 .as_object()?
@@ -39,13 +38,12 @@ pub(crate) fn count(commit: &Commit) -> Option<ParamCounts> {
                 .filter_map(|v| v.as_str().map(str::to_owned))
                 .collect()
         }
-        None if commit.file(SINGLE_FILE).is_some() => BTreeSet::from([SINGLE_FILE.to_owned()]),
+        None if disk(SINGLE_FILE).is_some() => BTreeSet::from([SINGLE_FILE.to_owned()]),
         None => return None,
     };
     let mut parameters = BTreeMap::new();
     for shard in &shards {
-        let entry = commit.file(shard)?;
-        for (dtype, n) in header_counts(&entry.disk)? {
+        for (dtype, n) in header_counts(disk(shard)?)? {
             *parameters.entry(dtype).or_insert(0u64) += n;
         }
     }

@@ -172,7 +172,7 @@ impl FileEntry {
             hasher.update(format!("blob {}\0", self.size).as_bytes());
             self.feed_content(&mut hasher)?;
             return Ok(Hashes {
-                oid: hex(&hasher.finalize()),
+                oid: hex::encode(hasher.finalize()),
                 lfs: None,
             });
         }
@@ -183,7 +183,7 @@ impl FileEntry {
         } else {
             self.feed_content(&mut hasher)?;
         }
-        let sha256 = hex(&hasher.finalize());
+        let sha256 = hex::encode(hasher.finalize());
         let pointer = format!(
             "version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {}\n",
             self.size
@@ -237,11 +237,7 @@ pub(crate) fn git_blob_oid(content: &[u8]) -> String {
     let mut hasher = Sha1::new();
     hasher.update(format!("blob {}\0", content.len()).as_bytes());
     hasher.update(content);
-    hex(&hasher.finalize())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(hasher.finalize())
 }
 
 pub(crate) fn is_commit_sha(s: &str) -> bool {

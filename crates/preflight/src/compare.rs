@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use preflight_formats::facts::ArtifactFacts;
 use preflight_plan::{OptionsError, PlanOptions, Verdict};
 
-use crate::render::{bytes, thousands};
+use crate::units::{bytes, thousands};
 
 /// The options `--compare` can vary, by their flag name.
 const COMPARABLE: &[&str] = &["weights-dtype", "kv-dtype", "engine"];
@@ -52,14 +52,30 @@ pub fn parse(s: &str) -> Result<Compare, String> {
 }
 
 impl Compare {
-    /// The base options with the compared option set to each value in turn.
+    /// The base options with the compared option set to each value in turn. The option may
+    /// not also be given on its own (which would it be?); `kv-dtype=auto` is the model's own.
     pub fn variants(&self, base: &PlanOptions) -> Result<Vec<PlanOptions>, String> {
+        let given = match self.option {
+            "weights-dtype" => base.weights_dtype.is_some(),
+            "kv-dtype" => base.kv_dtype.is_some(),
+            _ => base.engine.is_some(),
+        };
+        if given {
+            return Err(format!(
+                "--{0} is given and compared at once: drop --{0}, or add its value to --compare {0}=…",
+                self.option
+            ));
+        }
         self.values
             .iter()
             .map(|value| {
                 let mut options = base.clone();
                 let parsed = match self.option {
                     "weights-dtype" => value.parse().map(|d| options.weights_dtype = Some(d)),
+                    "kv-dtype" if value.eq_ignore_ascii_case("auto") => {
+                        options.kv_dtype = None;
+                        Ok(())
+                    }
                     "kv-dtype" => value.parse().map(|d| options.kv_dtype = Some(d)),
                     _ => value.parse().map(|e| options.engine = Some(e)),
                 };

@@ -7,6 +7,7 @@ mod plan_args;
 mod render;
 mod serve;
 mod term;
+mod units;
 
 use std::process::ExitCode;
 
@@ -92,9 +93,17 @@ enum CacheAction {
     Rm,
     /// Remove the oldest entries until the rest fit in `--max-bytes`.
     Prune {
-        #[arg(long, value_name = "BYTES")]
+        /// The most the cache may hold after pruning: bytes, or a size with a unit (`500MiB`,
+        /// `2GB`; binary units under either name, as device sizes are read). 0 empties it.
+        #[arg(long, value_name = "SIZE", value_parser = parse_cache_size)]
         max_bytes: u64,
     },
+}
+
+fn parse_cache_size(text: &str) -> Result<u64, String> {
+    preflight_plan::devices::bytes(text).ok_or_else(|| {
+        format!("`{text}` is not a size: whole bytes, optionally with a unit (KiB MiB GiB TiB, or KB MB GB TB read the same), below 2^64")
+    })
 }
 
 /// Where the CLI keeps staged facts: `$PREFLIGHT_CACHE`, else the platform cache directory.
@@ -110,7 +119,10 @@ fn facts_cache_dir() -> Option<std::path::PathBuf> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     match cli.command {
         Command::Plan {
             sources,
@@ -142,13 +154,15 @@ fn cache_command(action: &CacheAction) -> ExitCode {
                     .and_then(|m| m.elapsed().ok())
                     .map_or_else(|| "?".to_owned(), |d| format!("{}s ago", d.as_secs()));
                 let source = e.source.as_deref().unwrap_or("(unreadable: removed on next use)");
-                println!("{source}  {} bytes  {age}", render::thousands(e.bytes));
+                // One commit read with and without a token is two entries: say which is which.
+                let token = if e.read_with_token { "  read with a token" } else { "" };
+                println!("{source}  {} bytes  {age}{token}", units::thousands(e.bytes));
             }
             println!(
                 "{} entr{} · {} bytes in {}",
                 entries.len(),
                 if entries.len() == 1 { "y" } else { "ies" },
-                render::thousands(total),
+                units::thousands(total),
                 cache.dir().display()
             );
         }),
@@ -220,17 +234,24 @@ fn plan(sources: &[String], json: bool, memory: &plan_args::MemoryArgs, cache: O
     } else {
         emit(&render::verdict(&verdict, term::Paint::for_stdout()));
     }
+    ExitCode::from(verdict_exit(&verdict))
+}
+
+/// A verdict's exit status: 1 inadmissible, 4 admissible but not fitting (or not on the
+/// required engine), 0 otherwise.
+fn verdict_exit(verdict: &preflight_plan::Verdict) -> u8 {
     let fits = verdict.memory.as_ref().and_then(|m| m.fits);
     let engine_met = verdict.require_engine.as_ref().is_none_or(|r| r.met);
-    ExitCode::from(match (verdict.admissible, fits, engine_met) {
+    match (verdict.admissible, fits, engine_met) {
         (false, _, _) => EXIT_INADMISSIBLE,
         (true, Some(false), _) | (true, _, false) => EXIT_DOES_NOT_FIT,
         (true, _, true) => EXIT_ADMISSIBLE,
-    })
+    }
 }
 
-/// `--compare`: one plan per value, a table (or its JSON). Exit 1 when every value is
-/// inadmissible, 4 when none fits the named devices, else 0.
+/// `--compare`: one plan per value, a table (or its JSON). Exits as its worst row would: 1
+/// when some value is inadmissible, else 4 when some value does not fit, else 0 — a script
+/// gating on the status never passes a row that says NO.
 fn compared(
     compare: &compare::Compare,
     facts: &[preflight_formats::facts::ArtifactFacts],
@@ -256,15 +277,15 @@ fn compared(
     } else {
         emit(&compare::text(compare, &verdicts));
     }
-    let admissible = verdicts.iter().any(|v| v.admissible);
-    let fitting = verdicts
+    let worst = verdicts
         .iter()
-        .any(|v| v.memory.as_ref().and_then(|m| m.fits) != Some(false));
-    ExitCode::from(match (admissible, fitting) {
-        (false, _) => EXIT_INADMISSIBLE,
-        (true, false) => EXIT_DOES_NOT_FIT,
-        (true, true) => EXIT_ADMISSIBLE,
-    })
+        .map(verdict_exit)
+        .fold(EXIT_ADMISSIBLE, |worst, exit| match (worst, exit) {
+            (EXIT_INADMISSIBLE, _) | (_, EXIT_INADMISSIBLE) => EXIT_INADMISSIBLE,
+            (EXIT_DOES_NOT_FIT, _) | (_, EXIT_DOES_NOT_FIT) => EXIT_DOES_NOT_FIT,
+            _ => EXIT_ADMISSIBLE,
+        });
+    ExitCode::from(worst)
 }
 
 /// Write the answer to stdout. A reader that stops early (`| head`) is not an error: the
@@ -272,6 +293,25 @@ fn compared(
 fn emit(text: &str) {
     use std::io::Write;
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// A command line clap refuses. `--help` and `--version` print as clap prints them; a usage
+/// error of `plan --json` is the error document on stdout, as every other failure of a
+/// `--json` plan is (a script reading stdout always gets JSON); otherwise clap's own message.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let args: Vec<String> = std::env::args().collect();
+    let json = args.get(1).is_some_and(|a| a == "plan") && args.iter().any(|a| a == "--json");
+    if json && !matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        // clap's first line, without its `error: ` prefix and the usage hint below it.
+        let rendered = e.render().to_string();
+        let first = rendered.lines().next().unwrap_or_default();
+        let message = first.strip_prefix("error: ").unwrap_or(first);
+        return fail(true, ErrorCode::InvalidOptions, message, EXIT_BAD_INPUT);
+    }
+    let code = e.exit_code();
+    let _ = e.print();
+    ExitCode::from(u8::try_from(code).unwrap_or(EXIT_BAD_INPUT))
 }
 
 /// A failure before any verdict: one line on stderr, or with `--json` the service's error

@@ -3,7 +3,9 @@
 //! the planner's own types, so the CLI and the service accept exactly the same things.
 
 use clap::Args;
-use preflight_plan::{Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, WeightsDtype};
+use preflight_plan::{
+    ComputeDtype, Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, WeightsDtype,
+};
 
 /// Memory and fit (see docs/memory.md). Giving any of these adds the memory plan
 /// (`--sequences 1` asks for it with every default).
@@ -24,13 +26,27 @@ pub struct MemoryArgs {
     /// int4, mxfp4 (quantize linear layers) [default: as stored].
     #[arg(long, value_name = "DTYPE", help_heading = "Memory")]
     pub weights_dtype: Option<WeightsDtype>,
+    /// vLLM/SGLang --dtype: bfloat16, float16 or float32, the dtype the model computes in
+    /// and an unquantized checkpoint's weights load in [default: the config's].
+    #[arg(long, value_name = "DTYPE", help_heading = "Memory")]
+    pub dtype: Option<ComputeDtype>,
     /// Devices to place the system on: NAME[:COUNT],… (see the list below).
     #[arg(long, value_name = "DEVICES", help_heading = "Memory", long_help = devices_help())]
     pub devices: Option<Devices>,
-    /// Tensor-parallel degree; must divide the device count (the rest are replicas)
-    /// [default: the device count].
+    /// Tensor-parallel degree; with --data-parallel it must divide the device count (the
+    /// rest are independent replicas) [default: the device count over --data-parallel].
     #[arg(long, value_name = "N", help_heading = "Memory")]
     pub tensor_parallel: Option<u64>,
+    /// vLLM --data-parallel-size: engine replicas of --tensor-parallel ranks acting as one
+    /// deployment, each serving --sequences of its own; with --expert-parallel the experts
+    /// spread over all their ranks [default: 1].
+    #[arg(long, value_name = "N", help_heading = "Memory")]
+    pub data_parallel: Option<u64>,
+    /// Expert parallelism (vLLM --enable-expert-parallel over tensor × data parallel ranks,
+    /// SGLang --ep-size equal to --tensor-parallel): each rank holds whole experts, an even
+    /// share of them, instead of a slice of every expert.
+    #[arg(long, help_heading = "Memory")]
+    pub expert_parallel: bool,
     /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].
     #[arg(long, help_heading = "Memory")]
     pub include_mtp: bool,
@@ -66,7 +82,9 @@ pub struct MemoryArgs {
     /// vLLM: tokens per KV cache page: 1, 8, 16, 32, 64, 128 or 256 [default: 16; 64 for MLA].
     #[arg(long, value_name = "TOKENS", help_heading = "Engine")]
     pub block_size: Option<u64>,
-    /// vLLM: no CUDA graphs.
+    /// vLLM: no CUDA graphs. Changes no figure under vLLM 0.19, which captures its graphs
+    /// after the KV cache is sized, outside the budget (accepted so a serving command's
+    /// flags can be passed as they are).
     #[arg(long, help_heading = "Engine")]
     pub enforce_eager: bool,
     /// SGLang: share of each device for weights and KV pool, in (0, 1] [default: SGLang's
@@ -145,20 +163,9 @@ fn devices_help() -> String {
     help
 }
 
-/// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
-/// powers of two, so k is 1,024 (Qwen3's "32K" is 32,768 tokens, Llama 3.1's "128K" 131,072).
+/// `--context`, read as the API reads `"context"`.
 fn parse_tokens(s: &str) -> Result<u64, String> {
-    let text = s.trim();
-    let (digits, scale) = match text.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&text[..i], 1 << 10),
-        Some((i, 'm' | 'M')) => (&text[..i], 1 << 20),
-        _ => (text, 1),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("`{s}` is not a token count: a whole number, or with k or M (32k, 128K, 1M)"))
+    preflight_plan::options::tokens(s)
 }
 
 /// `--kv-dtype`: `auto` is the absence of a choice.
@@ -187,8 +194,11 @@ impl MemoryArgs {
                 Some(KvChoice::Auto) | None => None,
             },
             weights_dtype: self.weights_dtype,
+            dtype: self.dtype,
             devices: self.devices.clone(),
             tensor_parallel: self.tensor_parallel,
+            data_parallel: self.data_parallel,
+            expert_parallel: self.expert_parallel,
             gpu_utilization: self.gpu_utilization,
             include_mtp: self.include_mtp,
             speculative: self.speculative,

@@ -3,13 +3,11 @@
 use std::fmt::Write;
 
 use crate::term::Paint;
+use crate::units::{bytes, thousands};
 use preflight_plan::{
     ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Releases, Runtimes, Severity,
     Support, Verdict,
 };
-
-/// `8190735360` → `8,190,735,360`: the planner's grouping, so findings and tables agree.
-pub use preflight_plan::findings::grouped as thousands;
 
 /// `8190735360` → `8.19B`.
 fn short(n: u64) -> String {
@@ -19,17 +17,6 @@ fn short(n: u64) -> String {
         n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
         n => n.to_string(),
     }
-}
-
-/// Bytes in GiB/MiB/KiB.
-pub fn bytes(n: u64) -> String {
-    const UNITS: [(&str, u64); 3] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
-    for (unit, size) in UNITS {
-        if n >= size {
-            return format!("{:.2} {unit}", n as f64 / size as f64);
-        }
-    }
-    format!("{n} B")
 }
 
 /// The verdict as text; `paint` colours the words that decide (plain unless a terminal).
@@ -454,9 +441,16 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         );
         return;
     }
+    let parallel = [
+        (m.data_parallel > 1).then(|| format!(" · DP {}", m.data_parallel)),
+        m.expert_parallel.map(|ep| format!(" · EP {ep} (whole experts a rank)")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<String>();
     let _ = writeln!(
         out,
-        "  TP {} · {:.0}% of each device usable · bar: █ weights ▓ KV cache ▒ activations ░ free",
+        "  TP {}{parallel} · {:.0}% of each device usable · bar: █ weights ▓ KV cache ▒ activations ░ free",
         m.tensor_parallel,
         m.gpu_utilization * 100.0
     );
@@ -514,6 +508,8 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         None => "",
     };
     let longest = match m.max_context_that_fits {
+        // Many sequences can leave no room for one token each with a large pool.
+        Some(0) if m.sequences > 1 => format!("{} sequences do not fit even at one token each", thousands(m.sequences)),
         Some(0) => "not even one token fits beside the weights".to_owned(),
         Some(n) => format!(
             "max context that fits: {} tokens × {} sequence{}{limit}",
@@ -542,7 +538,7 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         let rate = |r: Option<f64>| {
             r.map_or_else(
                 || "unknown (no vendor figure)".to_owned(),
-                |r| format!("≤ {r:.0} tokens/s"),
+                |r| format!("≤ {} tokens/s", thousands(r.round() as u64)),
             )
         };
         let _ = writeln!(
@@ -616,17 +612,4 @@ fn attention_summary(layers: &[Attention]) -> String {
         .map(|(k, n)| format!("{n} {k}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(20914757184), "20,914,757,184");
-    }
 }

@@ -79,7 +79,7 @@ pub async fn with_progress<T>(what: &str, budget: &PlanBudget, work: impl Future
                     eprint!(
                         "\r\x1b[2Kstaging {what}: {} requests, {} of headers",
                         budget.requests(),
-                        crate::render::bytes(budget.header_bytes())
+                        crate::units::bytes(budget.header_bytes())
                     );
                     let _ = std::io::stderr().flush();
                 }

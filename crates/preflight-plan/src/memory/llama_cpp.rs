@@ -10,10 +10,6 @@ use super::{LayerCache, Shape, Sizing, Target};
 use crate::model::{LlamaCppGraph, Mixer, StateDtype};
 use crate::options::PlanOptions;
 
-/// The version every term here follows: the llama-cpp-python release whose vendored
-/// llama.cpp (commit 0c1e570) the source lines are read from.
-pub const VERSION: &str = "0.3.36";
-
 /// `llama_context`: `n_ctx` and each stream's cells are padded to 256 (llama-context.cpp:290-305),
 /// and so is the sliding-window cache (llama-kv-cache-iswa.cpp:73).
 const CELL_PAD: u64 = 256;

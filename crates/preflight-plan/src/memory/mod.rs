@@ -187,6 +187,15 @@ pub fn prepare(
         None
     };
     let tp = options.tensor_parallel_degree().max(1);
+    let expert_parallel = options.expert_parallel_degree(engine);
+    // The degree one expert's width is sliced by: none under expert parallelism; else vLLM
+    // slices the experts over every rank of its data-parallel deployment
+    // (`FusedMoEParallelConfig.flatten_tp_across_dp_and_pcp`), the rest over the TP group.
+    let expert_width_degree = match (expert_parallel, engine) {
+        (Some(_), _) => 1,
+        (None, MemoryEngine::Vllm) => tp.saturating_mul(options.data_parallel_degree()),
+        (None, _) => tp,
+    };
     let Some(model) = inputs.model else {
         findings.push(
             Code::MemoryUnavailable,
@@ -195,16 +204,21 @@ pub fn prepare(
         );
         return Some(lower_bound(inputs.weights_bytes, tp, options, engine, findings));
     };
-    // The dtype the model computes in; a cache asked for in a float type stands in for it
-    // only when nothing else says.
-    let Some(compute) = model_dtype(
-        model,
-        inputs.format,
-        inputs.parameters,
-        options.kv_dtype.is_none(),
-        findings,
-    )
-    .or_else(|| options.kv_dtype?.compute()) else {
+    // The dtype the model computes in: `--dtype`, else the model's; a cache asked for in a
+    // float type stands in for it only when nothing else says.
+    let Some(compute) = options
+        .dtype
+        .or_else(|| {
+            model_dtype(
+                model,
+                inputs.format,
+                inputs.parameters,
+                options.kv_dtype.is_none(),
+                findings,
+            )
+        })
+        .or_else(|| options.kv_dtype?.compute())
+    else {
         return unavailable(
             findings,
             "kv_dtype",
@@ -257,7 +271,7 @@ pub fn prepare(
     // llama.cpp splits layers between devices, not tensors: any count will do.
     let kv_projection_excess = match engine {
         MemoryEngine::LlamaCpp => Some(0),
-        MemoryEngine::Vllm | MemoryEngine::Sglang => tensor_parallel_split(model, &layers, tp),
+        MemoryEngine::Vllm | MemoryEngine::Sglang => tensor_parallel_split(model, &layers, tp, expert_width_degree),
     };
     // A degree that does not split it leaves `rank_weights` out: placement passes such a
     // count by, and a degree the caller gave is refused before sizing (`check_degree`).
@@ -279,9 +293,31 @@ pub fn prepare(
         MemoryEngine::Vllm => vllm::mxfp4_expert_padding(model, options, tp),
         MemoryEngine::Sglang | MemoryEngine::LlamaCpp => None,
     };
-    let weights = weights_bytes(inputs.layout, options, 1, 0, padding(1));
-    let rank_weights =
-        kv_projection_excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess, padding(tp)));
+    // `--dtype` loads an unquantized checkpoint's weights in the dtype it names, as a
+    // what-if of that type would (a quantized one keeps its stored types).
+    let cast;
+    let options = match (options.dtype, options.weights_dtype, &model.quantization) {
+        (Some(dtype), None, None) => {
+            cast = PlanOptions {
+                weights_dtype: Some(dtype.weights()),
+                ..options.clone()
+            };
+            &cast
+        }
+        _ => options,
+    };
+    let weights = weights_bytes(inputs.layout, options, 1, 0, padding(1), None);
+    // Expert parallelism: a rank holds whole experts — the busiest `⌈experts / ranks⌉` of
+    // them (vLLM `determine_expert_map` gives the first `experts mod ranks` ranks one more) —
+    // each as wide as stored.
+    // Without it, a slice of every expert: the share of `expert_width_degree` ranks.
+    let experts_held = match expert_parallel.zip(model.moe.as_ref()) {
+        Some((ranks, moe)) => Some((moe.experts.div_ceil(ranks.max(1)), moe.experts.max(1))),
+        None => (expert_width_degree != tp).then_some((1, expert_width_degree)),
+    };
+    let rank_padding = padding(expert_width_degree);
+    let rank_weights = kv_projection_excess
+        .map(|excess| weights_bytes(inputs.layout, options, tp, excess, rank_padding, experts_held));
     Some(Sizing {
         context,
         max_context: model.context,
@@ -290,7 +326,7 @@ pub fn prepare(
         weights_dtype: options.weights_dtype,
         weights,
         caches,
-        shape: Shape::of(model, compute),
+        shape: Shape::of(model, compute, expert_width_degree),
         tensor_parallel: tp,
         rank_weights,
         buffers,
@@ -546,12 +582,14 @@ fn state_cache(
 /// Whether `tp` ranks can split the model as vLLM requires (heads, each layer's KV heads,
 /// the MLP widths), and if so the K/V projection parameters each rank holds beyond its
 /// share: with fewer KV heads than ranks, every rank keeps one whole head's K and V rows.
-fn tensor_parallel_split(model: &Model, layers: &[Mixer], tp: u64) -> Option<u64> {
-    let widths = [
-        model.intermediate,
-        model.moe.as_ref().and_then(|m| m.expert_intermediate_size),
-    ];
-    if !model.heads.is_multiple_of(tp) || !widths.iter().flatten().all(|w| w.is_multiple_of(tp)) {
+/// `expert_width_degree`: the ranks one expert's width is sliced over (1 when experts are
+/// held whole).
+fn tensor_parallel_split(model: &Model, layers: &[Mixer], tp: u64, expert_width_degree: u64) -> Option<u64> {
+    let expert_width = model.moe.as_ref().and_then(|m| m.expert_intermediate_size);
+    if !model.heads.is_multiple_of(tp)
+        || !model.intermediate.is_none_or(|w| w.is_multiple_of(tp))
+        || !expert_width.is_none_or(|w| w.is_multiple_of(expert_width_degree.max(1)))
+    {
         return None;
     }
     let mut excess = 0u64;
@@ -613,13 +651,16 @@ fn model_dtype(
 /// Weight bytes one of `tp` ranks holds (`tp` 1: the whole model): replicated parts whole,
 /// sharded parts split, plus `kv_projection_excess` parameters of K/V projections that
 /// ranks duplicate when there are fewer KV heads than ranks. `expert_padding` (allocated,
-/// stored) scales the routed experts where the engine allocates them padded.
+/// stored) scales the routed experts where the engine allocates them padded;
+/// `experts_held` (held, all) is a rank's share of whole experts under expert parallelism,
+/// in place of a slice of every one.
 fn weights_bytes(
     layout: &WeightsLayout,
     options: &PlanOptions,
     tp: u64,
     kv_projection_excess: u64,
     expert_padding: Option<(u64, u64)>,
+    experts_held: Option<(u64, u64)>,
 ) -> u64 {
     let mut total = layout.unplaced_bytes;
     for ((component, placement), share) in &layout.parts {
@@ -631,9 +672,12 @@ fn weights_bytes(
             let padded = u128::from(bytes) * u128::from(allocated) / u128::from(stored);
             bytes = u64::try_from(padded).unwrap_or(u64::MAX);
         }
-        let held = match placement {
-            Placement::Replicated => bytes,
-            Placement::Sharded => bytes.div_ceil(tp),
+        let held = match (placement, component, experts_held) {
+            (Placement::Sharded, Component::Experts, Some((held, all))) => {
+                u64::try_from((u128::from(bytes) * u128::from(held)).div_ceil(u128::from(all))).unwrap_or(u64::MAX)
+            }
+            (Placement::Replicated, ..) => bytes,
+            (Placement::Sharded, ..) => bytes.div_ceil(tp),
         };
         total = total.saturating_add(held);
         if *component == Component::Attention && *placement == Placement::Sharded && share.params > 0 {
@@ -690,10 +734,14 @@ pub struct MoeShape {
     /// kernel (`oracle/unquantized.py` `select_unquantized_moe_backend`: TRITON on CUDA by
     /// default), whose workspace it keeps.
     unquantized: bool,
+    /// The ranks one expert's width is sliced over: 1 under expert parallelism (whole
+    /// experts); under vLLM otherwise every tensor × data parallel rank.
+    width_degree: u64,
 }
 
 impl Shape {
-    fn of(model: &Model, dtype: ComputeDtype) -> Shape {
+    /// `expert_width_degree`: the ranks one expert's width is sliced over (1: held whole).
+    fn of(model: &Model, dtype: ComputeDtype, expert_width_degree: u64) -> Shape {
         let (q_width, kv_width, kv_heads, head_dim) = model
             .layers
             .iter()
@@ -727,6 +775,7 @@ impl Shape {
                 shared: m.shared,
                 width: m.expert_intermediate_size.unwrap_or(0),
                 unquantized: model.quantization.is_none(),
+                width_degree: expert_width_degree.max(1),
             }),
             element_bytes: dtype.element_bytes(),
             encoder: model.encoder_profile,
@@ -824,7 +873,8 @@ impl Sizing {
                 (
                     pool.bytes_for(context, self.sequences),
                     speculative::vllm_activation(self, tp, &knobs, context),
-                    vllm::non_torch(tp),
+                    // Expert parallelism over data-parallel ranks talks over NCCL too.
+                    vllm::non_torch(tp.max(target.options.expert_parallel_degree(MemoryEngine::Vllm).unwrap_or(1))),
                 )
             }
             // SGLang's activations live in the share `mem_fraction_static` leaves out; a
@@ -898,11 +948,19 @@ impl Sizing {
         let llama = (target.engine == MemoryEngine::LlamaCpp && !self.lower_bound)
             .then(|| llama_cpp::Context::new(context, self.sequences, &llama_cpp::Knobs::resolve(target.options)));
         let per_rank = self.rank(context, target);
-        // Ranks the per-rank figures multiply by; llama.cpp's figures are already whole.
+        // Ranks the per-rank figures multiply by — every device named (replicas included),
+        // else the deployment's tensor × data parallel ranks; llama.cpp's are already whole.
+        let options = target.options;
         let ranks = match (target.engine, &per_rank) {
-            (MemoryEngine::LlamaCpp, _) => None,
-            (_, Some(rank)) => Some(rank.tensor_parallel.max(1)),
-            (_, None) => None,
+            (MemoryEngine::LlamaCpp, _) | (_, None) => None,
+            (_, Some(rank)) => Some(options.devices.as_ref().map_or_else(
+                || {
+                    rank.tensor_parallel
+                        .max(1)
+                        .saturating_mul(options.data_parallel_degree())
+                },
+                Devices::count,
+            )),
         };
         let scale = |bytes: u64| bytes.saturating_mul(ranks.unwrap_or(1));
         let uses = self.cache_use(context, target, llama);
@@ -1002,15 +1060,6 @@ fn rank_memory(tp: u64, [weights, buffers, kv, activation, non_torch]: [u64; 5])
 /// The engine the system is planned for: as the options say, else by the artifacts' formats.
 pub fn engine_for(options: &PlanOptions, formats: &[Format]) -> MemoryEngine {
     options.engine_for(!formats.is_empty() && formats.iter().all(|f| *f == Format::Gguf))
-}
-
-/// The release whose memory rules this module models: the only one `ENGINE@VERSION` accepts.
-pub fn modelled_version(engine: MemoryEngine) -> &'static str {
-    match engine {
-        MemoryEngine::Vllm => vllm::VERSION,
-        MemoryEngine::Sglang => sglang::VERSION,
-        MemoryEngine::LlamaCpp => llama_cpp::VERSION,
-    }
 }
 
 /// What one device holds at `context` (each artifact's own when `None`): one rank of every
@@ -1144,16 +1193,18 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         .min_by_key(|d| d.headroom_bytes)
         .map(|d| {
             format!(
-                "{} fits with {} bytes to spare of its {} usable, under {TIGHT_FIT_PERCENT}%: a longer prompt, a larger batch or another engine version may not",
+                "{} fits with {} to spare of its {} usable, under {TIGHT_FIT_PERCENT}%: a longer prompt, a larger batch or another engine version may not",
                 d.device,
-                crate::findings::grouped(u64::try_from(d.headroom_bytes).unwrap_or(0)),
-                crate::findings::grouped(d.usable_bytes)
+                crate::findings::size(u64::try_from(d.headroom_bytes).unwrap_or(0)),
+                crate::findings::size(d.usable_bytes)
             )
         });
     let memory = Memory {
         engine: engine.runtime(),
         sequences: options.sequences.unwrap_or(1),
         tensor_parallel: options.tensor_parallel_degree(),
+        data_parallel: options.data_parallel_degree(),
+        expert_parallel: options.expert_parallel_degree(engine),
         gpu_utilization: match engine {
             MemoryEngine::Vllm => options.utilization().into(),
             MemoryEngine::Sglang => {
@@ -1242,7 +1293,7 @@ mod tests {
     fn memory_rules_and_support_data_follow_the_same_release() {
         for engine in [MemoryEngine::Vllm, MemoryEngine::Sglang, MemoryEngine::LlamaCpp] {
             assert_eq!(
-                super::modelled_version(engine),
+                engine.modelled_version(),
                 crate::runtimes::version(engine.runtime()),
                 "{engine}"
             );

@@ -4,9 +4,6 @@
 
 use crate::options::{Fraction, PlanOptions};
 
-/// The version whose defaults are followed (`arg_groups/memory_hook.py`).
-pub const VERSION: &str = "0.5.23";
-
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// `mem_fraction_static` as given, else SGLang's default for the device

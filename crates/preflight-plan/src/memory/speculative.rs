@@ -111,6 +111,15 @@ pub fn attach(
     }
     let tp = target.tensor_parallel.max(1);
     let e = target.shape.element_bytes;
+    // `--dtype` loads an unquantized drafter in the dtype it names, as `prepare` loads the
+    // target (vLLM builds the draft's ModelConfig with the target's dtype).
+    let cast = |quantized: bool| match (options.dtype, options.weights_dtype, quantized) {
+        (Some(dtype), None, false) => PlanOptions {
+            weights_dtype: Some(dtype.weights()),
+            ..options.clone()
+        },
+        _ => options.clone(),
+    };
     // Recurrent state is in the model's dtype; only its width matters here.
     let compute = if e == 4 { ComputeDtype::F32 } else { ComputeDtype::Bf16 };
     let (draft, mixers, weights, rank_weights, buffers, drafter, held_width) = match source {
@@ -122,6 +131,15 @@ pub fn attach(
                 return Some("the target declares MTP layers but no layer kind for them".into());
             };
             let mixers: Vec<Mixer> = (0..model.mtp_layers).map(|_| mixer).collect();
+            // The MTP layer's experts spread as the target's; only their tensor-parallel slicing
+            // is modelled (the MTP component does not keep its experts apart).
+            if options.expert_parallel_degree(engine).is_some() || options.data_parallel_degree() > 1 {
+                return Some(
+                    "MTP drafting with expert or data parallelism is not modelled: how the MTP layer's experts spread over those ranks is not established here"
+                        .into(),
+                );
+            }
+            let options = &cast(model.quantization.is_some());
             // vLLM shares the MTP layers' own embedding and head with the target; SGLang's
             // NEXTN model allocates and loads them (freed after its pool is sized).
             let shared = match engine {
@@ -129,7 +147,7 @@ pub fn attach(
                 MemoryEngine::Sglang | MemoryEngine::LlamaCpp => Share::default(),
             };
             let (whole, rank) = mtp_weights(inputs.layout, options, tp, shared);
-            let excess = tensor_parallel_split(model, &mixers, tp);
+            let excess = tensor_parallel_split(model, &mixers, tp, tp);
             let rank = excess.map(|excess| rank.saturating_add(mtp_excess(inputs.layout, options, shared, excess)));
             // The MTP layers are built from the target's config: `get_rope`'s cache returns the
             // target's tables (same key), so none is added.
@@ -151,9 +169,10 @@ pub fn attach(
                 ));
             };
             let mixers = model.layers.clone();
-            let excess = tensor_parallel_split(model, &mixers, tp);
-            let mut whole = weights_bytes(inputs.layout, options, 1, 0, None);
-            let mut rank = excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess, None));
+            let options = &cast(model.quantization.is_some());
+            let excess = tensor_parallel_split(model, &mixers, tp, tp);
+            let mut whole = weights_bytes(inputs.layout, options, 1, 0, None, None);
+            let mut rank = excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess, None, None));
             // Neither engine loads `t2d`; SGLang keeps `d2t` on the host until after its pool
             // is sized (`hot_token_id`, moved to the device in `init_lm_head`). Both are
             // buffers, whole on every rank.
@@ -188,7 +207,7 @@ pub fn attach(
                 .hidden
                 .saturating_mul(4)
                 .saturating_add(model.hidden.saturating_mul(2));
-            (name, mixers, whole, rank, buffers, Shape::of(model, compute), held)
+            (name, mixers, whole, rank, buffers, Shape::of(model, compute, tp), held)
         }
     };
     let mut layers = 0u64;

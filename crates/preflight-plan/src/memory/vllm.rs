@@ -8,9 +8,6 @@ use crate::model::{EncoderProfile, Model, Rope, RopeScaling};
 use crate::options::PlanOptions;
 use crate::verdict::CacheKind;
 
-/// The version every term here follows.
-pub const VERSION: &str = "0.19.0";
-
 /// The kernel vLLM 0.19 runs MXFP4 MoE experts with: the first of `select_mxfp4_moe_backend`'s
 /// priorities (`fused_moe/oracle/mxfp4.py:169-185`, `:290-301`) that the default install
 /// supports on the device: FlashInfer TRT-LLM on 10.x; on 9.0 the OpenAI Triton kernels
@@ -277,7 +274,7 @@ pub fn profile(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, context: u64)
     let e = shape.element_bytes;
     let tp = tensor_parallel.max(1);
     let hidden_states = tokens.saturating_mul(shape.hidden).saturating_mul(e);
-    let workspace = triton_moe_workspace(shape, tokens, tp);
+    let workspace = triton_moe_workspace(shape, tokens);
     let forward = forward(shape, tp, tokens);
     // `_dummy_sampler_run`: logits in the model dtype, their f32 copy, the softmax and the
     // exponential draw (f32 each), and the Triton kernel's scratch rows.
@@ -306,15 +303,16 @@ pub fn profile(shape: &Shape, tensor_parallel: u64, knobs: &Knobs, context: u64)
 pub fn forward(shape: &Shape, tensor_parallel: u64, tokens: u64) -> u64 {
     let tp = tensor_parallel.max(1);
     let attention = shape.q_width.saturating_mul(2).saturating_add(shape.kv_width) / tp;
-    let workspace = triton_moe_workspace(shape, tokens, tp);
+    let workspace = triton_moe_workspace(shape, tokens);
     let mlp = match shape.moe {
         // The Triton kernel's workspace is held apart; the shared experts' own MLP.
         Some(moe) if workspace > 0 => moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp,
         // Other fused-MoE kernels' intermediates: (tokens, top-k, 2·width) and (tokens,
-        // top-k, width), plus the shared experts' own MLP.
+        // top-k, width) of a rank's share of each expert (`MoeShape::width_degree`), plus
+        // the shared experts' own MLP.
         Some(moe) => moe
             .active
-            .saturating_mul(moe.width.saturating_mul(3) / tp)
+            .saturating_mul(moe.width.saturating_mul(3) / moe.width_degree)
             .saturating_add(moe.shared.saturating_mul(moe.width).saturating_mul(3) / tp),
         None => shape.intermediate.saturating_mul(3) / tp,
     };
@@ -328,14 +326,16 @@ pub fn forward(shape: &Shape, tensor_parallel: u64, tokens: u64) -> u64 {
 /// grows) for `workspace13` — `(tokens, top_k, max(width, hidden))`, shared with the
 /// `(tokens, hidden)` output — and `workspace2`, `(tokens, top_k, max(2·width, hidden))`,
 /// each rounded to 256 bytes (`fused_moe/modular_kernel.py:1033-1068`,
-/// `fused_moe.py:1976-1991` `TritonExperts.workspace_shapes`). `width` is a rank's share.
+/// `fused_moe.py:1976-1991` `TritonExperts.workspace_shapes`). `width` is a rank's share
+/// (`MoeShape::width_degree`).
 /// So the profile run's peak holds it under the sampler's. 0 for dense models and for
 /// quantized experts, whose kernels' buffers are not modelled apart.
-fn triton_moe_workspace(shape: &Shape, tokens: u64, tensor_parallel: u64) -> u64 {
+fn triton_moe_workspace(shape: &Shape, tokens: u64) -> u64 {
     let Some(moe) = shape.moe.filter(|m| m.unquantized && m.width > 0) else {
         return 0;
     };
-    let width = moe.width / tensor_parallel.max(1);
+    // A rank's share of one expert's width (whole under expert parallelism).
+    let width = moe.width / moe.width_degree;
     let rows = tokens.saturating_mul(moe.active);
     let e = shape.element_bytes;
     let workspace13 = rows

@@ -110,8 +110,13 @@ fn an_engine_release_is_chosen_only_among_those_modelled() {
     let plain = plan_with(&["Qwen/Qwen3-8B"], r#"{"engine": "vllm", "context": 4096}"#);
     assert_eq!(pinned.memory, plain.memory);
     let refused = serde_json::from_str::<preflight_plan::PlanOptions>(r#"{"engine": "vllm@0.33.0"}"#)
-        .expect_err("0.33.0 is not modelled");
-    assert!(refused.to_string().contains("vLLM 0.33.0 is not modelled"), "{refused}");
+        .expect_err("0.33.0 is read and not offered");
+    // Read from its wheel, and refused with the reason: its budget charges a measured graph estimate.
+    assert!(refused.to_string().contains("vLLM 0.33.0 is not offered"), "{refused}");
+    assert!(refused.to_string().contains("CUDA-graph"), "{refused}");
+    let unread = serde_json::from_str::<preflight_plan::PlanOptions>(r#"{"engine": "vllm@0.20.0"}"#)
+        .expect_err("0.20.0 was never read");
+    assert!(unread.to_string().contains("vLLM 0.20.0 is not modelled"), "{unread}");
     assert!("llama.cpp@0.3.36".parse::<preflight_plan::MemoryEngine>().is_ok());
     assert!("sglang@0.4.0".parse::<preflight_plan::MemoryEngine>().is_err());
 }

@@ -110,7 +110,8 @@ fn gemma_3_holds_its_dummy_images_and_their_embeddings_through_the_profile_run()
     // The encoder budget is the batched tokens: 2,048 of them is 8 images.
     let json = r#"{"engine": "vllm", "devices": "h100-80gb:1", "context": 8192, "max_num_batched_tokens": 2048}"#;
     let rank = rank_of("google/gemma-3-4b-it", json);
-    let rows = 1024_u64.min(2048);
+    // Sampler rows: min(max_num_seqs 1,024, max_num_batched_tokens 2,048).
+    let rows = 1024;
     let sampler = rows * 262_208 * 14 + 132 * 262_208 * 4 + 2048 * 2560 * 2;
     assert_eq!(rank.activation_bytes, sampler + 8 * (3 * 896 * 896 + 256 * 2560) * 2);
     // …and at most max_num_seqs prompts of max_model_len ÷ 256 images: one sequence of 1,024

@@ -8,6 +8,7 @@
 mod bounded;
 mod catalogue_doc;
 mod deepseek_v2;
+mod deployment;
 mod engines;
 mod fail_closed;
 mod findings;

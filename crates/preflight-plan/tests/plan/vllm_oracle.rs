@@ -100,12 +100,6 @@ fn assess(r: &Value) -> Assessed {
     if r["pp"].as_u64().unwrap_or(1) > 1 {
         return Assessed::Skipped("pipeline parallel".into());
     }
-    if text("dtype").contains("float32") {
-        return Assessed::Skipped("--dtype float32".into());
-    }
-    if r["quantization"].as_str() == Some("fp8") {
-        return Assessed::Skipped("runtime --quantization fp8".into());
-    }
     if fixture_for(text("model")).is_none() {
         return Assessed::Skipped("no bundled fixture".into());
     }
@@ -168,6 +162,14 @@ fn plan_record(r: &Value) -> [Figure; 3] {
     }
     if let Some(kv) = r["kv_cache_dtype"].as_str().filter(|k| *k != "auto") {
         options["kv_dtype"] = kv.into();
+    }
+    // `--dtype float32`, as the engine config line prints it (`torch.float32`).
+    if let Some(dtype) = r["dtype"].as_str().and_then(|d| d.strip_prefix("torch.")) {
+        options["dtype"] = dtype.into();
+    }
+    // vLLM's online `--quantization fp8`: the linear layers' weights in FP8 at load.
+    if r["quantization"].as_str() == Some("fp8") {
+        options["weights_dtype"] = "fp8".into();
     }
     let verdict = plan_with(&[&repo], &options.to_string());
     let memory = verdict

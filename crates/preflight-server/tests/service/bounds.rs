@@ -92,6 +92,40 @@ async fn a_local_path_on_the_public_profile_is_403_naming_the_profile() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert_eq!(v["error"]["code"], "local_source_refused");
     assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains("public")));
+    // A bare repo id is most likely a Hub repo meant as one: the CLI's hint, here too.
+    let (status, _, v) = s.plan(&["Qwen/Qwen3-8B"]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("did you mean hf://Qwen/Qwen3-8B?"), "{v}");
+}
+
+/// The API reads options as the CLI does: `"32k"` tokens, dtypes in any case.
+#[tokio::test]
+async fn options_read_as_the_cli_reads_them() {
+    let s = server(&[]).await;
+    let (status, _, v) = s
+        .plan_with(
+            serde_json::json!({
+                "sources": ["hf://Qwen/Qwen3-0.6B"],
+                "options": {"context": "32k", "kv_dtype": "BF16", "weights_dtype": "FP8"}
+            }),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let memory = &v["artifacts"][0]["memory"];
+    assert_eq!(memory["context"], 32_768);
+    assert_eq!(memory["kv_dtype"], "bf16");
+    assert_eq!(memory["weights_dtype"], "fp8");
+    let (status, _, v) = s
+        .plan_with(
+            serde_json::json!({"sources": ["hf://Qwen/Qwen3-0.6B"], "options": {"context": "32 thousand"}}),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["code"], "invalid_options", "{v}");
+    assert_eq!(v["error"]["field"], "context", "{v}");
 }
 
 #[tokio::test]

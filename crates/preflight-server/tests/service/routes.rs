@@ -49,6 +49,16 @@ async fn capabilities_and_the_router_agree() {
         (status, v["error"]["code"].as_str()),
         (StatusCode::NOT_FOUND, Some("no_route"))
     );
+    // A route asked with the wrong method says which one it takes, as a document.
+    let (status, _, v) = s.get("/v1/plan").await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (StatusCode::METHOD_NOT_ALLOWED, Some("method_not_allowed"))
+    );
+    assert!(
+        v["error"]["message"].as_str().is_some_and(|m| m.contains("takes POST")),
+        "{v}"
+    );
     let (_, _, openapi) = s.get("/v1/openapi.json").await;
     let documented: Vec<String> = openapi["paths"].as_object().expect("paths").keys().cloned().collect();
     let mut reported: Vec<String> = routes

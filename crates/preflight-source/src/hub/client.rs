@@ -20,7 +20,7 @@ use reqwest::{Method, StatusCode, Url};
 use tokio::sync::Semaphore;
 
 use super::config::HubConfig;
-use super::error::HubError;
+use crate::error::HubError;
 
 /// Redirect hops followed for one request (the Hub uses one: resolve → CDN).
 pub const MAX_REDIRECTS: usize = 5;
@@ -327,7 +327,7 @@ impl HubClient {
         let mut waited = Duration::ZERO;
         attempt
             .retry(self.backoff())
-            .when(HubError::is_transient)
+            .when(is_transient)
             .adjust(move |e: &HubError, scheduled| {
                 // `None` from the schedule means the retries are spent: never revive them.
                 let wait = e.retry_after().unwrap_or(scheduled?);
@@ -499,6 +499,20 @@ impl HubClient {
             return Ok(response);
         }
         Err(map_status(&response, ctx, self.config.token.is_some(), &url))
+    }
+}
+
+/// Worth another try: the server or the path to it may recover — and a rate limit's
+/// `Retry-After`, if it gave one, is within [`MAX_RETRY_WAIT`]. Part of the retry policy, so
+/// here beside the schedule rather than on `HubError`.
+fn is_transient(e: &HubError) -> bool {
+    match e {
+        HubError::RateLimited { retry_after, .. } => retry_after.is_none_or(|d| d <= MAX_RETRY_WAIT),
+        HubError::Upstream { .. }
+        | HubError::Timeout { .. }
+        | HubError::Connect { .. }
+        | HubError::Truncated { .. } => true,
+        _ => false,
     }
 }
 

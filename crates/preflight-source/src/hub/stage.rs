@@ -15,8 +15,7 @@ use preflight_formats::{config, gguf, index, safetensors};
 use super::cache;
 use super::client::{Counters, HubClient, RequestLimit};
 use super::config::HubConfig;
-use super::error::HubError;
-use crate::error::SourceError;
+use crate::error::{HubError, SourceError};
 use crate::spec::HubSpec;
 
 const CONFIG: &str = "config.json";

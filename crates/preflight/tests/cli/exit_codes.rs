@@ -213,15 +213,15 @@ fn an_engine_that_cannot_load_the_checkpoint_exits_four() {
     );
 }
 
-/// `--engine vllm@0.33.0`: a release whose memory rules are not modelled is bad usage (exit 2)
-/// before anything is read; the modelled one plans as the plain name does.
+/// `--engine vllm@0.33.0`: a release whose memory rules are not offered is bad usage (exit 2)
+/// before anything is read, with why; the modelled one plans as the plain name does.
 #[test]
 fn an_engine_release_not_modelled_is_bad_usage() {
     let dir = fixtures().join("local/tiny-llama");
     let out = preflight(&["plan", dir.to_str().expect("utf8"), "--engine", "vllm@0.33.0"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("vLLM 0.33.0 is not modelled"), "{stderr}");
+    assert!(stderr.contains("vLLM 0.33.0 is not offered"), "{stderr}");
     let pinned = preflight(&["plan", "--json", dir.to_str().expect("utf8"), "--engine", "vllm@0.19.0"]);
     assert_eq!(
         pinned.status.code(),

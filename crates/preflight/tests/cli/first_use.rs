@@ -88,6 +88,17 @@ fn json_errors_are_json_documents_with_the_services_codes() {
             2,
             "invalid_options",
         ),
+        // Refused by the flag's own parser, before any option is checked: still a document.
+        (
+            vec!["plan", "--json", "hf://Qwen/Qwen3-0.6B", "--devices", "h100"],
+            2,
+            "invalid_options",
+        ),
+        (
+            vec!["plan", "--json", "hf://Qwen/Qwen3-0.6B", "--no-such-flag"],
+            2,
+            "invalid_options",
+        ),
     ] {
         let out = run(&hub, home.path(), &[], &args);
         assert_eq!(out.status.code(), Some(exit), "{args:?}: {}", stderr(&out));

@@ -63,6 +63,20 @@ fn the_service_logs_no_escape_codes_off_a_terminal() {
         "the service logged at info (a level a terminal colours): {text}"
     );
     assert!(!text.contains('\u{1b}'), "escape codes in a log file: {text:?}");
+    // One line a request at the default verbosity: method, path, status, cached, time.
+    let plans: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" request ") && l.contains("/v1/plan"))
+        .collect();
+    assert!(!plans.is_empty(), "no request lines: {text}");
+    for line in &plans {
+        for field in ["method=POST", "status=", "ms="] {
+            assert!(line.contains(field), "{field} missing: {line}");
+        }
+        // An answered plan says whether a cache answered it.
+        assert_eq!(line.contains("status=200"), line.contains("cached="), "{line}");
+    }
+    assert!(plans.iter().any(|l| l.contains("status=200")), "{text}");
 }
 
 #[test]

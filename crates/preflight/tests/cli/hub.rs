@@ -236,6 +236,16 @@ fn the_cache_can_be_listed_pruned_and_emptied() {
         "{text}"
     );
     assert!(text.contains("2 entries"), "{text}");
+    // A size with a unit is a size, as --devices takes one: 1 GiB keeps both.
+    for size in ["1GiB", "1G", "1GB"] {
+        let kept = run(&hub, home.path(), &[], &["cache", "prune", "--max-bytes", size]);
+        assert!(
+            String::from_utf8_lossy(&kept.stdout).contains("removed 0"),
+            "{size}: {kept:?}"
+        );
+    }
+    let bad = run(&hub, home.path(), &[], &["cache", "prune", "--max-bytes", "lots"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
     let prune = run(&hub, home.path(), &[], &["cache", "prune", "--max-bytes", "0"]);
     assert!(
         String::from_utf8_lossy(&prune.stdout).contains("removed 2"),
@@ -248,4 +258,24 @@ fn the_cache_can_be_listed_pruned_and_emptied() {
     assert_eq!(out.status.code(), Some(0));
     let rm = run(&hub, home.path(), &[], &["cache", "rm"]);
     assert!(String::from_utf8_lossy(&rm.stdout).contains("removed 1"), "{:?}", rm);
+}
+
+/// One commit read with and without a token is two entries, and `cache ls` says which is which.
+#[test]
+fn cache_ls_labels_what_a_token_read() {
+    let hub = hub();
+    let home = tempfile::tempdir().expect("tempdir");
+    for env in [&[][..], &[("HF_TOKEN", TOKEN)][..]] {
+        let out = run(&hub, home.path(), env, &["plan", "hf://Qwen/Qwen3-0.6B"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let ls = run(&hub, home.path(), &[], &["cache", "ls"]);
+    let text = String::from_utf8_lossy(&ls.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains("Qwen/Qwen3-0.6B@")).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert_eq!(
+        lines.iter().filter(|l| l.ends_with("read with a token")).count(),
+        1,
+        "{text}"
+    );
 }

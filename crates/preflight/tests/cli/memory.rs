@@ -243,6 +243,17 @@ fn a_plan_with_under_five_percent_to_spare_is_a_tight_fit() {
         "{:?}",
         codes(&tight)
     );
+    // Said in sizes a person reads, not raw byte counts.
+    let detail = tight["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(tight["artifacts"][0]["findings"].as_array().into_iter().flatten())
+        .find(|f| f["code"] == "memory.tight_fit")
+        .and_then(|f| f["detail"].as_str())
+        .expect("detail")
+        .to_owned();
+    assert!(detail.contains(" GiB usable") && !detail.contains("bytes"), "{detail}");
 }
 
 #[test]
@@ -277,6 +288,58 @@ fn compare_plans_each_value_side_by_side() {
     assert_eq!(
         pool(&rows[1]) - pool(&rows[0]),
         figure(&rows[0], "weights_bytes") - figure(&rows[1], "weights_bytes")
+    );
+}
+
+/// `--compare` exits as its worst row would; `auto` is a KV dtype it compares; an option
+/// given and compared at once is refused rather than one of them ignored.
+#[test]
+fn compare_exits_as_its_worst_row_and_refuses_a_doubled_option() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Llama-3.1-8B on an L4 at 64k fits in FP8 (its pool holds ~100k tokens) and not in
+    // BF16 (~48k): one row says NO, and the status says so.
+    let out = llama_8b(
+        &dir,
+        &[
+            "--devices",
+            "l4:1",
+            "--context",
+            "64k",
+            "--compare",
+            "weights-dtype=fp8,bf16",
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("NO"), "{text}");
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    let auto = llama_8b(
+        &dir,
+        &[
+            "--devices",
+            "h100-80gb:1",
+            "--context",
+            "8k",
+            "--compare",
+            "kv-dtype=auto,fp8",
+        ],
+    );
+    assert_eq!(auto.status.code(), Some(0), "{}", String::from_utf8_lossy(&auto.stderr));
+    let doubled = llama_8b(
+        &dir,
+        &[
+            "--devices",
+            "h100-80gb:1",
+            "--weights-dtype",
+            "int4",
+            "--compare",
+            "weights-dtype=bf16,fp8",
+        ],
+    );
+    assert_eq!(doubled.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&doubled.stderr).contains("given and compared at once"),
+        "{}",
+        String::from_utf8_lossy(&doubled.stderr)
     );
 }
 
@@ -316,6 +379,13 @@ fn a_plan_on_devices_prints_its_throughput_bounds_as_bounds() {
         .unwrap_or_else(|| panic!("no bounds line: {text}"));
     assert!(
         line.contains("upper bounds, not predictions") && line.contains("decode") && line.contains("prefill"),
+        "{line}"
+    );
+    // Tens of thousands of tokens a second read with their separators (`prefill ≤ 40,121`).
+    let prefill = line.split("prefill ≤ ").nth(1).expect("a prefill bound");
+    let figure = prefill.split(' ').next().expect("figure");
+    assert!(
+        figure.contains(',') && figure.replace(',', "").parse::<u64>().is_ok(),
         "{line}"
     );
 }
@@ -412,4 +482,22 @@ fn the_per_rank_line_lists_every_term_it_sums() {
     let rank = &m["per_rank"];
     let sum: u64 = terms.iter().map(|t| rank[t].as_u64().expect(t)).sum();
     assert_eq!(rank["total_bytes"].as_u64(), Some(sum));
+}
+
+/// More sequences than the pool has pages for: the line says the sequences do not fit, not
+/// that "not even one token" does beside a pool of hundreds of thousands.
+#[test]
+fn too_many_sequences_say_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = llama_8b(
+        &dir,
+        &["--devices", "h100-80gb:1", "--context", "4k", "--sequences", "100000"],
+    );
+    assert_eq!(out.status.code(), Some(4));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("100,000 sequences do not fit even at one token each"),
+        "{text}"
+    );
+    assert!(!text.contains("not even one token fits"), "{text}");
 }
