@@ -319,3 +319,21 @@ fn placement_counts_the_drafter() {
     let one = eagle(r#"{"speculative": "eagle3:3", "devices": "l4:1", "context": 40960}"#);
     assert_eq!(system(&one).fits, Some(false));
 }
+
+/// The MTP component keeps its experts with its other tensors, so how expert or data
+/// parallelism spreads them is not established: unknown, not guessed.
+#[test]
+fn mtp_under_expert_or_data_parallelism_is_unknown() {
+    for json in [
+        r#"{"speculative": "mtp:1", "devices": "h200:8", "expert_parallel": true}"#,
+        r#"{"speculative": "mtp:1", "devices": "h200:16", "tensor_parallel": 8, "data_parallel": 2}"#,
+    ] {
+        let v = mtp(json);
+        assert!(
+            codes(&v, 0).contains(&"memory.unavailable".to_owned()),
+            "{json}: {:?}",
+            codes(&v, 0)
+        );
+        assert!(v.memory.is_none(), "{json}");
+    }
+}
