@@ -212,9 +212,11 @@ pub fn prepare(
             layers.extend((0..model.mtp_layers).map(|_| mixer));
         }
     }
-    // The RoPE tables are in the dtype the model computes in, whatever the KV cache's.
+    // vLLM's RoPE tables are in the dtype the model computes in, whatever the KV cache's;
+    // SGLang's in FP32.
     let buffers = match engine {
-        MemoryEngine::Vllm | MemoryEngine::Sglang => vllm::rope_table_bytes(&model.rope, compute.element_bytes()),
+        MemoryEngine::Vllm => vllm::rope_table_bytes(&model.rope, compute.element_bytes()),
+        MemoryEngine::Sglang => sglang::rope_table_bytes(&model.rope),
         MemoryEngine::LlamaCpp => 0,
     };
     // vLLM keeps recurrent state in the model's dtype (`mamba_cache_dtype` "auto",

@@ -2,6 +2,7 @@
 //! KV pool; the rest is left for activations and CUDA graphs (`model_runner`'s
 //! `rest_memory = available − total × (1 − mem_fraction_static)`).
 
+use crate::model::Rope;
 use crate::options::{Fraction, PlanOptions};
 
 /// The version whose defaults are followed (`arg_groups/memory_hook.py`).
@@ -34,4 +35,16 @@ pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64) -> F
     // gets the least share there is.
     let thousandths = ((gpu_mib - reserved) / gpu_mib * 1000.0).round().max(1.0);
     Fraction::from_ppm(thousandths as u64 * 1000)
+}
+
+/// Bytes of the RoPE cos/sin tables every rank keeps: vLLM's rows (SGLang's `get_rope`
+/// classes are vLLM's, `memory/vllm.rs` `rope_table_bytes`), but in FP32 whatever the model's
+/// dtype — `RotaryEmbedding.__init__` casts the cache to the model dtype only off CUDA and
+/// ROCm ("cache needs to be in FP32 for numerical stability": 0.5.23
+/// `layers/rotary_embedding/base.py` l.116-120; 0.4.3.post2 `layers/rotary_embedding.py`
+/// l.81-86). A model SGLang implements with its own rotary module keeps other tables:
+/// gemma-3's attention layers build theirs unscaled (0.5.23 `models/gemma3_causal.py`
+/// l.218-225), 131,072 rows where vLLM's rule counts 8 × that for the global layers.
+pub fn rope_table_bytes(ropes: &[Rope]) -> u64 {
+    super::vllm::rope_table_bytes(ropes, 4)
 }
