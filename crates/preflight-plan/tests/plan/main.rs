@@ -30,6 +30,7 @@ mod qwen2_moe;
 mod release_day;
 mod rope;
 mod runtimes;
+mod sglang_oracle;
 mod support;
 mod throughput;
 mod vllm_oracle;
