@@ -226,11 +226,14 @@ pub fn prepare(
         MemoryEngine::LlamaCpp => (ComputeDtype::F32, llama_cpp::engine_mixer),
         MemoryEngine::Vllm | MemoryEngine::Sglang => (compute, |m| m),
     };
+    // SGLang keeps a window apart only in its hybrid SWA pool; else every layer holds every token.
+    let windows_kept = engine != MemoryEngine::Sglang || model.sglang_hybrid_swa;
     let mut caches: Vec<LayerCache> = Vec::new();
     let mut layer_groups = Vec::with_capacity(layers.len());
     for (layer, mixer) in layers.iter().enumerate() {
         let cache = match layer_cache(mixer_for(*mixer), kv_dtype, state_base, tp) {
-            Ok(Some(cache)) => cache,
+            Ok(Some(cache)) if windows_kept => cache,
+            Ok(Some(cache)) => LayerCache { cap: None, ..cache },
             Ok(None) => {
                 layer_groups.push(None);
                 continue;
@@ -1171,15 +1174,17 @@ impl Sizing {
                 Err(_) => (None, None),
             },
             MemoryEngine::Sglang => {
-                let per_token: u64 = self
-                    .caches
-                    .iter()
-                    .filter(|c| !c.kind.is_state())
-                    .map(|c| c.per_token_rank.saturating_mul(c.layers))
-                    .fold(0u64, u64::saturating_add);
+                // Bytes a token costs the full pool and, for a hybrid SWA model, the SWA pool.
+                let per_token = |windowed: bool| {
+                    self.caches
+                        .iter()
+                        .filter(|c| !c.kind.is_state() && c.cap.is_some() == windowed)
+                        .map(|c| c.per_token_rank.saturating_mul(c.layers))
+                        .fold(0u64, u64::saturating_add)
+                };
                 let per_request = self.kv(self.context, true) / self.sequences.max(1);
                 (
-                    (per_token > 0).then(|| pool_bytes / per_token),
+                    sglang::pool_tokens(pool_bytes, per_token(false), per_token(true)),
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
                 )
             }

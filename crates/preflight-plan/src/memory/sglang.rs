@@ -48,3 +48,26 @@ pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64) -> F
 pub fn rope_table_bytes(ropes: &[Rope]) -> u64 {
     super::vllm::rope_table_bytes(ropes, 4)
 }
+
+/// `--swa-full-tokens-ratio`'s default: SWA-pool tokens per full-pool token (0.5.23
+/// `arg_groups/fields/schedule.py` l.150-162, `fallback=0.8`; no model override for the
+/// architectures preflight sizes — DeepSeek-V4's 0.1 is for a cache preflight does not size).
+const SWA_FULL_TOKENS_RATIO: f64 = 0.8;
+
+/// The pool's size in tokens, as SGLang reports it (`max_total_num_tokens`), from the bytes it
+/// may fill and what a token costs its full pool (`full`) and its SWA pool (`swa`, 0 unless
+/// the architecture has one). One pool: `available_bytes // cell_size`
+/// (`model_executor/pool_configurator.py` `DefaultPoolConfigurator.calculate_pool_sizes`,
+/// l.637-647). Hybrid SWA: a full-pool token brings `ratio` SWA tokens along, so
+/// `int(available_bytes // (full + ratio × swa))` full tokens (`HybridSWAPoolConfigurator`,
+/// `_recompute_cell_size` l.786-803 and `calculate_pool_sizes` l.907-916); all-SWA, the SWA
+/// cell alone. Page alignment (`// page_size * page_size`) is left out: a page of 1 on the
+/// default backends, under one page elsewhere.
+pub fn pool_tokens(pool_bytes: u64, full: u64, swa: u64) -> Option<u64> {
+    match (full, swa) {
+        (0, 0) => None,
+        (0, swa) => Some(pool_bytes / swa),
+        (full, 0) => Some(pool_bytes / full),
+        (full, swa) => Some((pool_bytes as f64 / (full as f64 + SWA_FULL_TOKENS_RATIO * swa as f64)).floor() as u64),
+    }
+}

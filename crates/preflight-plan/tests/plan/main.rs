@@ -31,6 +31,7 @@ mod release_day;
 mod rope;
 mod runtimes;
 mod sglang_oracle;
+mod sglang_rules;
 mod support;
 mod throughput;
 mod vllm_oracle;
