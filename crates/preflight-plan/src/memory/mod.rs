@@ -1182,9 +1182,17 @@ impl Sizing {
                         .map(|c| c.per_token_rank.saturating_mul(c.layers))
                         .fold(0u64, u64::saturating_add)
                 };
+                // A Mamba or linear-attention model's state slots take their share first.
+                let state: u64 = self
+                    .caches
+                    .iter()
+                    .filter(|c| c.kind.is_state())
+                    .map(|c| c.per_sequence_rank.saturating_mul(c.layers))
+                    .fold(0u64, u64::saturating_add);
+                let kv_bytes = pool_bytes.saturating_sub(sglang::state_pool_bytes(pool_bytes, state));
                 let per_request = self.kv(self.context, true) / self.sequences.max(1);
                 (
-                    sglang::pool_tokens(pool_bytes, per_token(false), per_token(true)),
+                    sglang::pool_tokens(kv_bytes, per_token(false), per_token(true)),
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
                 )
             }

@@ -102,6 +102,26 @@ pub fn pool_tokens(pool_bytes: u64, full: u64, swa: u64) -> Option<u64> {
     }
 }
 
+/// `--mamba-full-memory-ratio`'s default: state bytes per KV byte (0.5.23
+/// `arg_groups/fields/schedule.py` l.220-227, `fallback=0.9`).
+const MAMBA_FULL_MEMORY_RATIO: f64 = 0.9;
+
+/// Bytes of the pool a hybrid Mamba or linear-attention model's state slots take, from the
+/// pool's bytes and one request's state on a rank (every such layer's conv and SSM state;
+/// 0 for a model without). SGLang splits the rest so that state : KV = 0.9, then holds as
+/// many whole slots as fit, plus its padding slot (0.5.23 `mem_cache/kv_cache_configurator.py`
+/// `_handle_max_mamba_cache`, l.3346-3405, with no speculative decoding and no
+/// `--max-mamba-cache-size`: `max_mamba_cache_size = int((budget − per_req) // per_req)`,
+/// `mamba_state_memory = (max_mamba_cache_size + 1) × per_req`); the KV pool is what remains.
+pub fn state_pool_bytes(pool_bytes: u64, per_request: u64) -> u64 {
+    if per_request == 0 {
+        return 0;
+    }
+    let budget = pool_bytes as f64 * MAMBA_FULL_MEMORY_RATIO / (1.0 + MAMBA_FULL_MEMORY_RATIO);
+    let slots = ((budget - per_request as f64) / per_request as f64).floor().max(0.0) as u64;
+    slots.saturating_add(1).saturating_mul(per_request)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,6 +135,14 @@ mod tests {
         assert_eq!(prefill_capture_sizes(4096), 50);
         assert_eq!(prefill_capture_sizes(8192), 58);
         assert_eq!(prefill_capture_sizes(16384), 74);
+    }
+
+    #[test]
+    fn state_slots_take_nine_nineteenths_of_the_pool() {
+        // 19 GiB of pool, 1 MiB a request: a budget of 9 GiB = 9,216 requests' state, less
+        // one, plus the padding slot.
+        assert_eq!(state_pool_bytes(19 * GIB, 1 << 20), 9 * GIB);
+        assert_eq!(state_pool_bytes(19 * GIB, 0), 0);
     }
 
     #[test]

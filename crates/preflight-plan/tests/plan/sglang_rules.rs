@@ -54,3 +54,18 @@ fn gpt_oss_pool_reports_full_tokens_each_with_0_8_swa_tokens() {
     let pool = system.kv_pool_bytes.expect("pool");
     assert_eq!(system.kv_pool_tokens, Some((pool as f64 / 44_236.8).floor() as u64));
 }
+
+/// A hybrid linear-attention model's state slots take their share of the pool first: state :
+/// KV = 0.9 (`--mamba-full-memory-ratio`), as many whole slots as fit plus a padding slot;
+/// the KV pool is the rest, over the full-attention layers' bytes a token. Qwen3.5-0.8B: 6
+/// full layers, 18 gated-DeltaNet layers.
+#[test]
+fn qwen3_5_state_slots_take_nine_nineteenths_first() {
+    let (system, artifact) = sglang("Qwen/Qwen3.5-0.8B", 8_192);
+    let pool = system.kv_pool_bytes.expect("pool");
+    let state = artifact.state_bytes_per_sequence;
+    assert!(state > 0);
+    let slots = ((pool as f64 * 0.9 / 1.9 - state as f64) / state as f64).floor() as u64 + 1;
+    let kv = pool - slots * state;
+    assert_eq!(system.kv_pool_tokens, Some(kv / artifact.kv_cache_bytes_per_token));
+}
