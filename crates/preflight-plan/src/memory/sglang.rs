@@ -1,6 +1,9 @@
-//! SGLang's memory accounting: `mem_fraction_static` of each device holds the weights and the
-//! KV pool; the rest is left for activations and CUDA graphs (`model_runner`'s
-//! `rest_memory = available − total × (1 − mem_fraction_static)`).
+//! SGLang 0.5.23's memory accounting (docs/memory.md § SGLang 0.5.23): `mem_fraction_static`
+//! of the memory free before loading holds the weights (with SGLang's FP32 RoPE tables) and the
+//! KV pool; the rest is left for activations and CUDA graphs (`kv_cache_configurator.py`
+//! `_profile_available_bytes`: `rest = available − pre_model_load_memory × (1 −
+//! mem_fraction_static)`). The pool's tokens follow its pool configurators: one pool, a hybrid
+//! SWA pair, or Mamba state slots first.
 
 use crate::model::Rope;
 use crate::options::{Fraction, PlanOptions};
@@ -11,7 +14,7 @@ pub const VERSION: &str = "0.5.23";
 const MIB: f64 = (1u64 << 20) as f64;
 
 /// `mem_fraction_static` as given, else SGLang's default for the device (0.5.23
-/// `arg_groups/memory_hook.py` `handle_gpu_memory_settings`, l.89-170 and l.265-330):
+/// `arg_groups/memory_hook.py` `handle_gpu_memory_settings`, l.89-170 and l.278-337):
 /// `(capacity − reserved) / capacity`, rounded to 3 places, where `reserved` (MiB) = 512 +
 /// 1.5 × the chunked-prefill tokens (2k–16k by the device's memory) + TP/8 × 1024 + the graphs'
 /// reserve (`reserve_for_graph_mb`, l.357-399: 2 × the decode CUDA-graph batch, and 8 for
@@ -32,7 +35,7 @@ pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64) -> F
         m if m < 160.0 * 1024.0 => (8192, if tensor_parallel < 4 { 256.0 } else { 512.0 }),
         _ => (16384, 512.0),
     };
-    // The prefill graphs capture up to the chunked-prefill tokens (l.236-240).
+    // The prefill graphs capture up to the chunked-prefill tokens (l.233-238).
     let prefill_graphs = prefill_capture_sizes(chunked_prefill) as f64;
     let mut reserved = 512.0
         + chunked_prefill.max(2048) as f64 * 1.5
@@ -110,7 +113,7 @@ const MAMBA_FULL_MEMORY_RATIO: f64 = 0.9;
 /// pool's bytes and one request's state on a rank (every such layer's conv and SSM state;
 /// 0 for a model without). SGLang splits the rest so that state : KV = 0.9, then holds as
 /// many whole slots as fit, plus its padding slot (0.5.23 `mem_cache/kv_cache_configurator.py`
-/// `_handle_max_mamba_cache`, l.3346-3405, with no speculative decoding and no
+/// `_handle_max_mamba_cache`, l.3229-3409, with no speculative decoding and no
 /// `--max-mamba-cache-size`: `max_mamba_cache_size = int((budget − per_req) // per_req)`,
 /// `mamba_state_memory = (max_mamba_cache_size + 1) × per_req`); the KV pool is what remains.
 pub fn state_pool_bytes(pool_bytes: u64, per_request: u64) -> u64 {
