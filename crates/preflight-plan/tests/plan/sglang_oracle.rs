@@ -36,8 +36,9 @@ const PAGE_SIZE: u64 = 1;
 /// architecture and widths, so the same weights and the same cache; what differs (an
 /// instruct tune, `rope_theta`, a Llama 3 `rope_scaling`) changes neither. Where the pool is
 /// held, the maximum position (the RoPE table) is the fixture's too: DeepSeek-R1-Distill-Qwen-7B
-/// is Qwen2.5-Math-7B's layout, 131,072 positions as Qwen2.5-7B.
+/// is Qwen2.5-Math-7B's layout, 131,072 positions as Qwen2.5-7B; DeepSeek-R1 is DeepSeek-V3's.
 const SAME_TENSORS: &[(&str, &str)] = &[
+    ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"),
     ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
     ("meta-llama/Meta-Llama-3-8B-Instruct", "meta-llama/Llama-3.1-8B"),
     ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B"),
@@ -292,6 +293,12 @@ fn row(r: &Value) -> Row {
         out.skipped = Some("no bundled fixture".into());
         return out;
     };
+    if r["dp"].as_u64().is_some_and(|dp| dp > 1) {
+        // DP attention: each rank runs attention alone (attention TP 1), so it holds the
+        // attention weights whole and a pool of its own.
+        out.skipped = Some("DP attention (not modelled)".into());
+        return out;
+    }
     let pools = logged_pools(r);
     let tokens = r["kv_cache_tokens"].as_u64();
     if tokens.is_none() {
