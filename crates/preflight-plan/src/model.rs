@@ -355,6 +355,12 @@ pub struct Model {
     pub llama_cpp_graph: Option<LlamaCppGraph>,
     /// A multimodal wrapper's dummy encoder pass, as vLLM profiles it (none for a text model).
     pub encoder_profile: Option<EncoderProfile>,
+    /// SGLang builds its hybrid sliding-window pool for this architecture (0.5.23
+    /// `configs/model_config.py` `is_hybrid_swa_model`, l.2651-2697): its sliding and chunked
+    /// layers keep their window in a pool of their own. For any other architecture SGLang
+    /// keeps every layer's K and V for every token in its one pool, sliding layers too. A family
+    /// fact, set in the family file (as `llama_cpp_graph`).
+    pub sglang_hybrid_swa: bool,
 }
 
 /// Sizes past which a declared dimension is not a real model. Every loop and allocation the

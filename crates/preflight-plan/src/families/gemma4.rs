@@ -258,6 +258,8 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         Some("full_attention") => global_head_dim,
         _ => dims.head_dim,
     });
+    // SGLang's hybrid SWA list names `Gemma4ForCausalLM` and `Gemma4ForConditionalGeneration`.
+    model.sglang_hybrid_swa = true;
     Some(Normalized { model, shapes })
 }
 

@@ -103,6 +103,8 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let mut model = dims.model(model_type, FAMILY.name, spans(&dims, spans_per_layer), Some(moe));
     model.intermediate = None;
     model.llama_cpp_graph = Some(LlamaCppGraph::OpenAiMoe);
+    // SGLang's `SWA_SINK_ARCHS` (`GptOssForCausalLM`): a pool for the sliding layers apart.
+    model.sglang_hybrid_swa = true;
     // vLLM 0.19 `gpt_oss.py:82-95` builds its YaRN rope in f32.
     for rope in &mut model.rope {
         rope.f32 = true;

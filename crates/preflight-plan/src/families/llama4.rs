@@ -229,5 +229,8 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     }
     let mut model = dims.model(model_type, FAMILY.name, spans(&dims, per_layer), Some(moe));
     model.intermediate = dense_width;
+    // SGLang's hybrid SWA list names `Llama4ForConditionalGeneration`, every published Llama 4
+    // checkpoint's class (a text-only `Llama4ForCausalLM` would get SGLang's one pool).
+    model.sglang_hybrid_swa = true;
     Some(Normalized { model, shapes })
 }

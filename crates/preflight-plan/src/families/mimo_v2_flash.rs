@@ -179,6 +179,8 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             keys: "n_routed_experts",
         },
     ]);
-    let model = dims.model(model_type, FAMILY.name, mixers, Some(moe));
+    let mut model = dims.model(model_type, FAMILY.name, mixers, Some(moe));
+    // SGLang's `MIMO_V2_MODEL_ARCHS` (`MiMoV2FlashForCausalLM`): a pool for the sliding layers apart.
+    model.sglang_hybrid_swa = true;
     Some(Normalized { model, shapes })
 }

@@ -515,6 +515,7 @@ impl Dims {
             rope: self.rope.clone(),
             llama_cpp_graph: None,
             encoder_profile: None,
+            sglang_hybrid_swa: false,
         }
     }
 

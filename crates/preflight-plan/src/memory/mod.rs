@@ -234,9 +234,11 @@ pub fn prepare(
             layers.extend((0..model.mtp_layers).map(|_| mixer));
         }
     }
-    // The RoPE tables are in the dtype the model computes in, whatever the KV cache's.
+    // vLLM's RoPE tables are in the dtype the model computes in, whatever the KV cache's;
+    // SGLang's in FP32.
     let buffers = match engine {
-        MemoryEngine::Vllm | MemoryEngine::Sglang => vllm::rope_table_bytes(&model.rope, compute.element_bytes()),
+        MemoryEngine::Vllm => vllm::rope_table_bytes(&model.rope, compute.element_bytes()),
+        MemoryEngine::Sglang => sglang::rope_table_bytes(&model.rope),
         MemoryEngine::LlamaCpp => 0,
     };
     // vLLM keeps recurrent state in the model's dtype (`mamba_cache_dtype` "auto",
@@ -246,11 +248,14 @@ pub fn prepare(
         MemoryEngine::LlamaCpp => (ComputeDtype::F32, llama_cpp::engine_mixer),
         MemoryEngine::Vllm | MemoryEngine::Sglang => (compute, |m| m),
     };
+    // SGLang keeps a window apart only in its hybrid SWA pool; else every layer holds every token.
+    let windows_kept = engine != MemoryEngine::Sglang || model.sglang_hybrid_swa;
     let mut caches: Vec<LayerCache> = Vec::new();
     let mut layer_groups = Vec::with_capacity(layers.len());
     for (layer, mixer) in layers.iter().enumerate() {
         let cache = match layer_cache(mixer_for(*mixer), kv_dtype, state_base, tp) {
-            Ok(Some(cache)) => cache,
+            Ok(Some(cache)) if windows_kept => cache,
+            Ok(Some(cache)) => LayerCache { cap: None, ..cache },
             Ok(None) => {
                 layer_groups.push(None);
                 continue;
@@ -1250,11 +1255,31 @@ impl Sizing {
                 Err(_) => (None, None),
             },
             MemoryEngine::Sglang => {
-                let per_token: u64 = speculative::sglang_cell(self);
+                // Bytes a token costs the full pool and, for a hybrid SWA model, the SWA pool.
+                let per_token = |windowed: bool| {
+                    self.caches
+                        .iter()
+                        .filter(|c| !c.kind.is_state() && c.cap.is_some() == windowed)
+                        .map(|c| c.per_token_rank.saturating_mul(c.layers))
+                        .fold(0u64, u64::saturating_add)
+                };
+                // A drafter's layers cost the full pool what SGLang estimates for them.
+                let full = match self.speculative {
+                    Some(_) => speculative::sglang_cell(self).saturating_sub(per_token(true)),
+                    None => per_token(false),
+                };
+                // A Mamba or linear-attention model's state slots take their share first.
+                let state: u64 = self
+                    .caches
+                    .iter()
+                    .filter(|c| c.kind.is_state())
+                    .map(|c| c.per_sequence_rank.saturating_mul(c.layers))
+                    .fold(0u64, u64::saturating_add);
+                let kv_bytes = pool_bytes.saturating_sub(sglang::state_pool_bytes(pool_bytes, state));
                 let held = self.context.saturating_add(speculative::sglang_lookahead(self));
                 let per_request = self.kv(held, true) / self.sequences.max(1);
                 (
-                    (per_token > 0).then(|| pool_bytes / per_token),
+                    sglang::pool_tokens(kv_bytes, full, per_token(true)),
                     (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
                 )
             }

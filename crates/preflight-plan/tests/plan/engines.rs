@@ -44,8 +44,9 @@ fn every_engine_places_every_architecture() {
     }
 }
 
-/// vLLM pages a sliding layer for its window plus a batch (`SlidingWindowSpec`), so at a
-/// context past the window gemma-3's request needs more pages than the cells SGLang holds.
+/// vLLM pages a sliding layer for its window plus a batch (`SlidingWindowSpec`); SGLang keeps
+/// gemma-3's sliding layers whole in its one pool (gemma-3 is not among its hybrid SWA
+/// architectures: `is_hybrid_swa_model`), so a request holds every layer's every token.
 #[test]
 fn vllm_pages_a_window_plus_a_batch() {
     let at = |engine: &str| {
@@ -58,10 +59,10 @@ fn vllm_pages_a_window_plus_a_batch() {
         .kv_cache_bytes
     };
     // gemma-3-1b: 26 layers, 4 full and 22 sliding (window 512), 1 KV head of 256, bf16:
-    // 1,024 bytes a token a layer. SGLang's cells: 4 × 8,192 + 22 × 512 tokens.
-    assert_eq!(at("sglang"), 1_024 * (4 * 8_192 + 22 * 512));
+    // 1,024 bytes a token a layer. SGLang's cells: 26 × 8,192 tokens.
+    assert_eq!(at("sglang"), 1_024 * 26 * 8_192);
     // vLLM: one page size for both kinds, and a sliding layer keeps min(511 + 8,192, 8,192)
-    // tokens plus one block — more than its window.
+    // tokens plus one block — more than its window, and here a block past the whole context.
     assert!(at("vllm") > at("sglang"));
 }
 

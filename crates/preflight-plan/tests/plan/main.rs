@@ -31,6 +31,8 @@ mod qwen2_moe;
 mod release_day;
 mod rope;
 mod runtimes;
+mod sglang_oracle;
+mod sglang_rules;
 mod speculative;
 mod support;
 mod throughput;

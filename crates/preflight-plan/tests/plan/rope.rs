@@ -1,6 +1,7 @@
 //! The RoPE cos/sin tables vLLM and SGLang keep beside the weights: one per distinct rope,
-//! sized by the rope type's rule (`memory/vllm.rs` `rope_table_bytes`). Each expected figure
-//! is worked by hand from the fixture's config.json: rows × rotated channels × bytes.
+//! sized by the rope type's rule (`memory/vllm.rs` `rope_table_bytes`; SGLang's in FP32).
+//! Each expected figure is worked by hand from the fixture's config.json: rows × rotated
+//! channels × bytes.
 
 use crate::support::{memory_of, system_of};
 
@@ -67,8 +68,9 @@ fn models_without_rope_and_llama_cpp_keep_no_table() {
     assert_eq!(tables("nvidia/Nemotron-H-56B-Base-8K", VLLM), 0);
     assert_eq!(tables("meta-llama/Llama-3.1-8B", r#"{"engine": "llama.cpp"}"#), 0);
     assert_eq!(tables("Qwen/Qwen3-8B-GGUF", r#"{"engine": "llama.cpp"}"#), 0);
-    // SGLang's rotary embedding is adapted from vLLM's: the same table.
-    assert_eq!(tables("meta-llama/Llama-3.1-8B", r#"{"engine": "sglang"}"#), 32 * MIB);
+    // SGLang's rotary embedding is adapted from vLLM's: the same rows, but kept in FP32 on
+    // CUDA and ROCm (`layers/rotary_embedding/base.py` l.116-120): 131,072 × 128 × 4.
+    assert_eq!(tables("meta-llama/Llama-3.1-8B", r#"{"engine": "sglang"}"#), 64 * MIB);
 }
 
 #[test]
