@@ -211,6 +211,10 @@ fn unknown(name: &str) -> String {
         .map(|d| d.name.as_str())
         .filter(|n| !lower.is_empty() && n.starts_with(lower.as_str()))
         .collect();
+    // One part it could mean is a typo, not an ambiguity: still never guessed.
+    if let [only] = close[..] {
+        return format!("`{name}` is not a device name: did you mean {only}?");
+    }
     if !close.is_empty() {
         return format!("`{name}` is ambiguous: did you mean {}?", close.join(" or "));
     }
@@ -223,6 +227,13 @@ fn unknown(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_candidate_is_a_typo_not_an_ambiguity() {
+        let typo = capacity("h100-80g").expect_err("not a name");
+        assert!(typo.contains("not a device name: did you mean h100-80gb?"), "{typo}");
+        assert!(!typo.contains("ambiguous"), "{typo}");
+    }
 
     const GIB: u64 = 1 << 30;
 

@@ -378,7 +378,17 @@ fn release(releases: &Releases, engine: Engine) -> String {
 }
 
 fn runtimes(out: &mut String, r: &Runtimes, releases: &Releases) {
-    let devices = r.vllm.per_device.iter().map(|d| d.device.as_str()).collect::<Vec<_>>();
+    // A device given by size is named by its byte count: shown as a size, as the bars show it.
+    let devices = r
+        .vllm
+        .per_device
+        .iter()
+        .map(|d| {
+            d.device
+                .parse::<u64>()
+                .map_or_else(|_| d.device.clone(), |b| format!("a {} device", bytes(b)))
+        })
+        .collect::<Vec<_>>();
     let on = match devices.is_empty() {
         true => "architecture and quantization only; name --devices to judge kernels".to_owned(),
         false => format!("on {}", devices.join(", ")),

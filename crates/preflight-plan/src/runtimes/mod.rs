@@ -277,9 +277,14 @@ fn assemble(artifact: usize, engine: Engine, outcome: Outcome, devices: &[Device
 /// The compute capability an engine's CUDA gates compare, or why there is none to compare.
 fn capability(group: &DeviceGroup) -> Result<u32, String> {
     let Some(device) = group.device() else {
+        // The size as one would type it back (`24GiB`), whole GiB where it is.
+        let bytes = group.capacity_bytes;
+        let typed = match bytes.is_multiple_of(1 << 30) {
+            true => format!("{}GiB", bytes >> 30),
+            false => bytes.to_string(),
+        };
         return Err(format!(
-            "a device given only by its size has no compute capability to judge; name the part (e.g. l4, or rtx-4090={})",
-            group.capacity_bytes
+            "a device given only by its size has no compute capability to judge; name the part (e.g. l4, or rtx-4090={typed})"
         ));
     };
     match (device.compute_capability, &device.gfx_arch) {

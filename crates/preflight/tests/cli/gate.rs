@@ -127,3 +127,44 @@ fn bad_gate_flags_are_usage_errors() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// A plan the server does not answer leaves no hit to cost: the gate says so rather than
+/// printing "0.000s over a 0.000s floor", and fails.
+#[test]
+fn a_failed_plan_leaves_the_hit_cost_unmeasured() {
+    let hub = TestHub::builder().start_blocking().expect("hub");
+    let data = tempfile::tempdir().expect("tempdir");
+    let (_server, url) = serve(&hub, data.path(), &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_preflight"))
+        .args(["gate", "--url", &url, "--source", "hf://nobody/nothing"])
+        .output()
+        .expect("run gate");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("FAIL  plan"), "{text}");
+    let cost = text.lines().find(|l| l.contains("hit cost")).expect("a hit cost line");
+    assert!(cost.starts_with("FAIL") && cost.contains("not measured"), "{cost}");
+    assert!(!text.contains("0.000s"), "{text}");
+}
+
+/// A gated source needs a token: `--token` (or `HF_TOKEN`) goes with each plan.
+#[test]
+fn the_gate_sends_a_token_for_a_gated_source() {
+    let hub = crate::support::hub_with_token("hf_gate_token");
+    let data = tempfile::tempdir().expect("tempdir");
+    let (_server, url) = serve(&hub, data.path(), &[]);
+    let run = |token: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_preflight"));
+        command
+            .args(["gate", "--url", &url, "--source", "hf://meta-llama/Llama-3.1-8B"])
+            .env_remove("HF_TOKEN");
+        if let Some(token) = token {
+            command.args(["--token", token]);
+        }
+        let out = command.output().expect("run gate");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run(None).contains("FAIL  plan"), "gated without a token");
+    let with = run(Some("hf_gate_token"));
+    assert!(with.contains("PASS  plan"), "{with}");
+}

@@ -501,3 +501,14 @@ fn too_many_sequences_say_so() {
     );
     assert!(!text.contains("not even one token fits"), "{text}");
 }
+
+/// A device given by size reads as a size everywhere, not as its byte count.
+#[test]
+fn a_device_given_by_size_reads_as_a_size() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = llama_8b(&dir, &["--devices", "24GiB:1", "--context", "4k"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("engines       on a 24.00 GiB device"), "{text}");
+    // The hint to name the part gives the size back as one would type it.
+    assert!(text.contains("rtx-4090=24GiB"), "{text}");
+}
