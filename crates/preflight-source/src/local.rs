@@ -80,9 +80,15 @@ fn stage_in(path: &Path, roots: Roots<'_>) -> Result<ArtifactFacts, SourceError>
         match extension(path) {
             Some("safetensors") => {
                 let file = read_safetensors(path, &mut stats, roots)?;
+                // A lone file keeps the config beside it (an HF snapshot's `model.safetensors`
+                // is planned as its model, not as an unknown architecture).
+                let dir = path
+                    .parent()
+                    .filter(|d| !d.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
                 (
-                    None,
-                    None,
+                    optional_config(dir, CONFIG, &mut stats, roots)?,
+                    optional_config(dir, QUANT_CONFIG, &mut stats, roots)?,
                     Content::Safetensors {
                         files: vec![file],
                         index: None,

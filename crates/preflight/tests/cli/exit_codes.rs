@@ -27,6 +27,24 @@ fn admissible_exits_zero_with_a_table() {
     assert!(text.contains("158,016"), "{text}");
 }
 
+/// A lone `model.safetensors` is planned with the config beside it, as its folder is.
+#[test]
+fn a_lone_safetensors_file_reads_the_config_beside_it() {
+    let file = fixtures().join("local/tiny-llama/model.safetensors");
+    let out = preflight(&["plan", "--json", file.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let artifact = &v["artifacts"][0];
+    assert_eq!(artifact["architecture"]["model_type"], "llama", "{artifact}");
+    let codes: Vec<&str> = artifact["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["code"].as_str())
+        .collect();
+    assert!(!codes.contains(&"config.missing"), "{codes:?}");
+}
+
 #[test]
 fn json_is_the_verdict_document() {
     let out = preflight(&[
