@@ -66,18 +66,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     if let (Some(dtype), true) = (options.kv_dtype, options.asks_for_memory()) {
         engine.check_kv_dtype(dtype)?;
     }
-    if options.dtype.is_some() && engine == MemoryEngine::LlamaCpp {
-        return Err(OptionsError {
-            option: "dtype",
-            message: "llama.cpp computes in the types the GGUF stores; `dtype` is vLLM's and SGLang's".into(),
-        });
-    }
-    if options.expert_parallel && engine == MemoryEngine::LlamaCpp {
-        return Err(OptionsError {
-            option: "expert_parallel",
-            message: "llama.cpp splits layers between devices, not experts: it has no expert parallelism".into(),
-        });
-    }
+    options.check_engine(engine)?;
     // Placement first (how many devices, which degree), then every artifact sized for it.
     // With speculative decoding the second source may be a draft head, read as one.
     let draft = speculative::draft_index(options);

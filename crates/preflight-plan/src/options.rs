@@ -214,10 +214,7 @@ impl MemoryEngine {
     }
 
     pub fn name(self) -> &'static str {
-        ENGINE_NAMES
-            .iter()
-            .find(|(e, _)| *e == self)
-            .map_or("?", |(_, names)| names[0])
+        canonical_name(ENGINE_NAMES, self)
     }
 }
 
@@ -229,16 +226,7 @@ impl FromStr for MemoryEngine {
             Some((name, release)) => (name, Some(release)),
             None => (lower.as_str(), None),
         };
-        let engine = ENGINE_NAMES
-            .iter()
-            .find(|(_, names)| names.contains(&name))
-            .map(|(e, _)| *e)
-            .ok_or_else(|| {
-                error(
-                    "engine",
-                    format!("`{s}` is not one of {}", canonical_names(ENGINE_NAMES)),
-                )
-            })?;
+        let engine = named(ENGINE_NAMES, "engine", name, s, "")?;
         let modelled = engine.modelled_version();
         let label = engine.runtime().label();
         match release {
@@ -396,26 +384,17 @@ impl PlanOptions {
                 format!("{ubatch} is more than the batch of {batch} (llama.cpp caps n_ubatch at n_batch)"),
             ));
         }
-        let engine = self.knob_engine()?;
-        if self.expert_parallel && engine == Some(MemoryEngine::LlamaCpp) {
-            return Err(error(
-                "expert_parallel",
-                "llama.cpp splits layers between devices, not experts: it has no expert parallelism",
-            ));
+        if let Some(engine) = self.knob_engine()? {
+            self.check_engine(engine)?;
         }
-        if let Some(spec) = self.speculative {
-            if spec.method == SpeculativeMethod::Mtp && self.include_mtp {
-                return Err(error(
-                    "include_mtp",
-                    "speculative mtp already counts the multi-token-prediction layers, as the engine holds them when they draft; give one or the other",
-                ));
-            }
-            if engine == Some(MemoryEngine::LlamaCpp) {
-                return Err(error(
-                    "speculative",
-                    "llama.cpp's speculative decoding (a separate draft model) is not modelled; plan it with vllm or sglang",
-                ));
-            }
+        if let Some(spec) = self.speculative
+            && spec.method == SpeculativeMethod::Mtp
+            && self.include_mtp
+        {
+            return Err(error(
+                "include_mtp",
+                "speculative mtp already counts the multi-token-prediction layers, as the engine holds them when they draft; give one or the other",
+            ));
         }
         if let Some(devices) = self.devices.as_ref().filter(|d| d.open_count().is_none()) {
             let count = devices.count();
@@ -502,6 +481,38 @@ impl PlanOptions {
             }
         }
         Ok(named.map(|(_, e)| e))
+    }
+
+    /// Options the engine has no counterpart of, refused on the engine the plan follows —
+    /// named (from `validate`, before any source is read) or resolved from the artifacts'
+    /// formats (from `plan`): llama.cpp computes in the GGUF's types, splits layers, not
+    /// experts, and drafts with a separate model preflight does not plan.
+    pub fn check_engine(&self, engine: MemoryEngine) -> Result<(), OptionsError> {
+        if engine != MemoryEngine::LlamaCpp {
+            return Ok(());
+        }
+        if self.dtype.is_some() {
+            return Err(error(
+                "dtype",
+                "llama.cpp computes in the types the GGUF stores; `dtype` is vLLM's and SGLang's",
+            ));
+        }
+        if self.expert_parallel {
+            return Err(error(
+                "expert_parallel",
+                "llama.cpp splits layers between devices, not experts: it has no expert parallelism",
+            ));
+        }
+        if self.speculative.is_some() {
+            return Err(error(
+                "speculative",
+                format!(
+                    "llama.cpp's speculative decoding (a separate draft model, --model-draft) is not modelled for llama.cpp {}; plan with --engine vllm or sglang",
+                    engine.modelled_version()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The engine planned for: as named (or implied by its knobs), else llama.cpp when every
@@ -646,10 +657,7 @@ impl KvDtype {
     }
 
     pub fn name(self) -> &'static str {
-        KV_NAMES
-            .iter()
-            .find(|(d, _)| *d == self)
-            .map_or("?", |(_, names)| names[0])
+        canonical_name(KV_NAMES, self)
     }
 
     /// The dtype a cache of this type computes in, when it is one a model computes in.
@@ -686,10 +694,7 @@ impl ComputeDtype {
     }
 
     pub fn name(self) -> &'static str {
-        COMPUTE_NAMES
-            .iter()
-            .find(|(d, _)| *d == self)
-            .map_or("?", |(_, names)| names[0])
+        canonical_name(COMPUTE_NAMES, self)
     }
 
     /// The weights' what-if type that loads float tensors in this dtype.
@@ -728,20 +733,7 @@ const COMPUTE_NAMES: &[(ComputeDtype, &[&str])] = &[
 impl FromStr for ComputeDtype {
     type Err = OptionsError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.to_ascii_lowercase();
-        COMPUTE_NAMES
-            .iter()
-            .find(|(_, names)| names.contains(&lower.as_str()))
-            .map(|(d, _)| *d)
-            .ok_or_else(|| {
-                error(
-                    "dtype",
-                    format!(
-                        "`{s}` is not one of {} (leave it out for the config's)",
-                        canonical_names(COMPUTE_NAMES)
-                    ),
-                )
-            })
+        named(COMPUTE_NAMES, "dtype", s, s, " (leave it out for the config's)")
     }
 }
 
@@ -776,12 +768,7 @@ impl TryFrom<String> for WeightsDtype {
 impl FromStr for KvDtype {
     type Err = OptionsError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.to_ascii_lowercase();
-        KV_NAMES
-            .iter()
-            .find(|(_, names)| names.contains(&lower.as_str()))
-            .map(|(d, _)| *d)
-            .ok_or_else(|| error("kv_dtype", format!("`{s}` is not one of {}", canonical_names(KV_NAMES))))
+        named(KV_NAMES, "kv_dtype", s, s, "")
     }
 }
 
@@ -839,32 +826,49 @@ impl WeightsDtype {
     }
 
     pub fn name(self) -> &'static str {
-        WEIGHTS_NAMES
-            .iter()
-            .find(|(d, _)| *d == self)
-            .map_or("?", |(_, names)| names[0])
+        canonical_name(WEIGHTS_NAMES, self)
     }
 }
 
 impl FromStr for WeightsDtype {
     type Err = OptionsError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.to_ascii_lowercase();
-        WEIGHTS_NAMES
-            .iter()
-            .find(|(_, names)| names.contains(&lower.as_str()))
-            .map(|(d, _)| *d)
-            .ok_or_else(|| {
-                error(
-                    "weights_dtype",
-                    format!("`{s}` is not one of {}", canonical_names(WEIGHTS_NAMES)),
-                )
-            })
+        named(WEIGHTS_NAMES, "weights_dtype", s, s, "")
     }
 }
 
 fn canonical_names<T>(table: &[(T, &[&str])]) -> String {
     table.iter().map(|(_, names)| names[0]).collect::<Vec<_>>().join(", ")
+}
+
+/// What `key` names in a name table (any case), or an error on `option` listing the table's
+/// choices for `given` (the text as typed), with `hint` after them.
+fn named<T: Copy>(
+    table: &[(T, &[&str])],
+    option: &'static str,
+    key: &str,
+    given: &str,
+    hint: &str,
+) -> Result<T, OptionsError> {
+    let lower = key.to_ascii_lowercase();
+    table
+        .iter()
+        .find(|(_, names)| names.contains(&lower.as_str()))
+        .map(|(value, _)| *value)
+        .ok_or_else(|| {
+            error(
+                option,
+                format!("`{given}` is not one of {}{hint}", canonical_names(table)),
+            )
+        })
+}
+
+/// The first of `value`'s names in a name table: the one it serialises and prints as.
+fn canonical_name<T: Copy + PartialEq>(table: &[(T, &'static [&'static str])], value: T) -> &'static str {
+    table
+        .iter()
+        .find(|(v, _)| *v == value)
+        .map_or("?", |(_, names)| names[0])
 }
 
 /// A share in (0, 1], held in millionths so it hashes and compares exactly; JSON carries it

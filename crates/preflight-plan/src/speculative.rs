@@ -108,12 +108,7 @@ pub(crate) fn check(described: &[Described], options: &PlanOptions, engine: Memo
         return Ok(());
     };
     let release = |engine: MemoryEngine| format!("{} {}", engine.runtime().label(), engine.modelled_version());
-    if engine == MemoryEngine::LlamaCpp {
-        return Err(error(format!(
-            "{}'s speculative decoding (a separate draft model, --model-draft) is not modelled; plan with --engine vllm or sglang",
-            release(engine)
-        )));
-    }
+    // llama.cpp's drafting is refused by `PlanOptions::check_engine`, before this.
     check_sources(options, described.len())?;
     match spec.method {
         SpeculativeMethod::Mtp => {

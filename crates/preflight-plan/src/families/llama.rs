@@ -15,15 +15,7 @@ pub static FAMILY: Family = Family {
         ("mlp_bias", Grade::Consumed),
         ("sliding_window", Grade::Consumed),
     ],
-    tensors: &[
-        EMBED_NORM_HEAD,
-        QKVO,
-        GATED_MLP,
-        &[
-            group("model.layers.N.self_attn.{q,k,v,o}_proj.bias", Attention),
-            group("model.layers.N.mlp.{gate,up,down}_proj.bias", Mlp),
-        ],
-    ],
+    tensors: &[EMBED_NORM_HEAD, QKVO, GATED_MLP, QKVO_MLP_BIAS],
     architectures: &[
         "LlamaForCausalLM",
         "MistralForCausalLM",

@@ -309,6 +309,11 @@ pub const QKVO: &[TensorGroup] = &[group("model.layers.N.self_attn.{q,k,v,o}_pro
 pub const QKV_BIAS: &[TensorGroup] = &[group("model.layers.N.self_attn.{q,k,v}_proj.bias", Attention)];
 pub const QK_NORM: &[TensorGroup] = &[group("model.layers.N.self_attn.{q,k}_norm.weight", Norm)];
 pub const GATED_MLP: &[TensorGroup] = &[group("model.layers.N.mlp.{gate,up,down}_proj.weight", Mlp)];
+/// Llama-layout biases (`attention_bias`, `mlp_bias`): on every projection.
+pub const QKVO_MLP_BIAS: &[TensorGroup] = &[
+    group("model.layers.N.self_attn.{q,k,v,o}_proj.bias", Attention),
+    group("model.layers.N.mlp.{gate,up,down}_proj.bias", Mlp),
+];
 
 /// A LLaVA-style vision tower and projector (Gemma 3, Mistral 3): transformers 5 saves them
 /// under `model.`, the published checkpoints keep the 4.x names without it.

@@ -911,7 +911,18 @@ impl Sizing {
     /// (`None` for state) and bytes of it — on one rank for vLLM and SGLang (whole pages,
     /// whole blocks, vLLM's empty group slots), whole cells under llama.cpp.
     fn cache_use(&self, context: u64, target: &Target, llama: Option<llama_cpp::Context>) -> Vec<(Option<u64>, u64)> {
-        let tokens = |c: &LayerCache| (!c.kind.is_state()).then(|| c.tokens(context));
+        // The cells themselves, token for token, on one rank, held for `tokens` tokens.
+        let exact = |tokens: u64| -> Vec<(Option<u64>, u64)> {
+            self.caches
+                .iter()
+                .map(|c| {
+                    (
+                        (!c.kind.is_state()).then(|| c.tokens(context)),
+                        c.bytes(tokens, self.sequences, true),
+                    )
+                })
+                .collect()
+        };
         match (target.engine, llama) {
             (MemoryEngine::LlamaCpp, Some(l)) => self
                 .caches
@@ -921,26 +932,12 @@ impl Sizing {
                     (cells, l.layer_bytes(c).saturating_mul(c.layers))
                 })
                 .collect(),
-            (MemoryEngine::Vllm, _) if !self.lower_bound => match self.pool(target) {
-                Ok(pool) => pool.by_cache(self.caches.len(), context, self.sequences),
-                Err(_) => self
-                    .caches
-                    .iter()
-                    .map(|c| (tokens(c), c.bytes(context, self.sequences, true)))
-                    .collect(),
-            },
-            (MemoryEngine::Sglang, _) => {
-                let held = context.saturating_add(speculative::sglang_lookahead(self));
-                self.caches
-                    .iter()
-                    .map(|c| (tokens(c), c.bytes(held, self.sequences, true)))
-                    .collect()
-            }
-            _ => self
-                .caches
-                .iter()
-                .map(|c| (tokens(c), c.bytes(context, self.sequences, true)))
-                .collect(),
+            (MemoryEngine::Vllm, _) if !self.lower_bound => self.pool(target).map_or_else(
+                |_| exact(context),
+                |pool| pool.by_cache(self.caches.len(), context, self.sequences),
+            ),
+            (MemoryEngine::Sglang, _) => exact(context.saturating_add(speculative::sglang_lookahead(self))),
+            _ => exact(context),
         }
     }
 

@@ -19,9 +19,10 @@
 //! Everything else is skipped with its reason; the table of all of them is docs/memory.md's,
 //! regenerated with `UPDATE_DOCS=1`.
 
+use preflight_plan::findings::grouped;
 use serde_json::Value;
 
-use crate::support::{GIB, fixtures, plan_with};
+use crate::support::{GIB, doc_section_is_current, fixtures, plan_with};
 
 /// The release whose accounting is modelled, named as a user would (`sglang@0.5.23`).
 const MODELLED: &str = "0.5.23";
@@ -406,18 +407,6 @@ fn mean_pool_error(rows: &[Row]) -> (f64, usize) {
     (sum / held.len().max(1) as f64, held.len())
 }
 
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 fn table(rows: &[Row]) -> String {
     let mut out = String::from(
         "<!-- generated from fixtures/oracles/sglang-startup-logs.jsonl by crates/preflight-plan/tests/plan/sglang_oracle.rs -->\n\n\
@@ -528,21 +517,5 @@ fn sglang_startups_are_met() {
 /// `docs/memory.md` carries the table of every record between two markers.
 #[test]
 fn the_docs_table_is_current() {
-    let path = fixtures().join("../docs/memory.md");
-    let doc = std::fs::read_to_string(&path).expect("docs/memory.md");
-    let (begin, end) = ("<!-- sglang-oracle-table -->\n", "<!-- /sglang-oracle-table -->");
-    let (Some(start), Some(stop)) = (doc.find(begin), doc.find(end)) else {
-        panic!("docs/memory.md lacks the {begin:?} … {end:?} markers");
-    };
-    let want = table(&rows());
-    let have = &doc[start + begin.len()..stop];
-    if std::env::var_os("UPDATE_DOCS").is_some() && have != want {
-        let updated = format!("{}{want}{}", &doc[..start + begin.len()], &doc[stop..]);
-        std::fs::write(&path, updated).expect("write docs/memory.md");
-        return;
-    }
-    assert!(
-        have == want,
-        "docs/memory.md's SGLang oracle table is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan sglang_oracle"
-    );
+    doc_section_is_current("sglang-oracle-table", &table(&rows()), "sglang_oracle");
 }

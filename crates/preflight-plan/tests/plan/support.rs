@@ -170,3 +170,25 @@ pub fn edited(
 pub fn with_kv(repo: &str, edits: &[(&str, Option<GgufValue>)], json: &str) -> Verdict {
     plan(&[edited(repo, edits, |_| {})], &options(json)).expect("valid options")
 }
+
+/// A generated section of `docs/memory.md` — between `<!-- MARKER -->` and
+/// `<!-- /MARKER -->` — equals `want`; with `UPDATE_DOCS=1` it is rewritten instead. `test`
+/// names the test module that regenerates it, for the message.
+pub fn doc_section_is_current(marker: &str, want: &str, test: &str) {
+    let path = fixtures().join("../docs/memory.md");
+    let doc = std::fs::read_to_string(&path).expect("docs/memory.md");
+    let (begin, end) = (format!("<!-- {marker} -->\n"), format!("<!-- /{marker} -->"));
+    let (Some(start), Some(stop)) = (doc.find(&begin), doc.find(&end)) else {
+        panic!("docs/memory.md lacks the {begin:?} … {end:?} markers");
+    };
+    let have = &doc[start + begin.len()..stop];
+    if std::env::var_os("UPDATE_DOCS").is_some() && have != want {
+        let updated = format!("{}{want}{}", &doc[..start + begin.len()], &doc[stop..]);
+        std::fs::write(&path, updated).expect("write docs/memory.md");
+        return;
+    }
+    assert!(
+        have == want,
+        "docs/memory.md's {marker} is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan {test}"
+    );
+}

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::support::{GIB, fixtures, plan_with};
+use crate::support::{GIB, doc_section_is_current, fixtures, plan_with};
 
 /// Records whose model has the same tensors as a bundled fixture under another name (the
 /// llm-d sweep spells RedHatAI's repo `…-fp8-dynamic`: Hub repo names are case-insensitive).
@@ -307,21 +307,5 @@ fn vllm_0_19_startups_are_met_within_bounds() {
 /// `docs/memory.md` carries the table of every record between two markers.
 #[test]
 fn the_docs_table_is_current() {
-    let path = fixtures().join("../docs/memory.md");
-    let doc = std::fs::read_to_string(&path).expect("docs/memory.md");
-    let (begin, end) = ("<!-- vllm-oracle-table -->\n", "<!-- /vllm-oracle-table -->");
-    let (Some(start), Some(stop)) = (doc.find(begin), doc.find(end)) else {
-        panic!("docs/memory.md lacks the {begin:?} … {end:?} markers");
-    };
-    let want = table(&rows());
-    let have = &doc[start + begin.len()..stop];
-    if std::env::var_os("UPDATE_DOCS").is_some() && have != want {
-        let updated = format!("{}{want}{}", &doc[..start + begin.len()], &doc[stop..]);
-        std::fs::write(&path, updated).expect("write docs/memory.md");
-        return;
-    }
-    assert!(
-        have == want,
-        "docs/memory.md's oracle table is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan vllm_oracle"
-    );
+    doc_section_is_current("vllm-oracle-table", &table(&rows()), "vllm_oracle");
 }
