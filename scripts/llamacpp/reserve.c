@@ -13,7 +13,7 @@
 //
 // MODEL.gguf can be a header stub grown to its full size (`truncate -s`): weights are mapped,
 // never read. Setting AT_PRINTF in ggml/src/ggml-alloc.c to print gives ggml-alloc's own
-// trace of every placement, which is what memory/llama_cpp.rs's graphs were checked against.
+// trace of every placement, which is what engines/llama_cpp/memory.rs's graphs were checked against.
 #include "llama.h"
 #include <stdio.h>
 #include <stdlib.h>

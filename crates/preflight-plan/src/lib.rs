@@ -6,6 +6,7 @@
 pub mod config;
 mod config_keys;
 pub mod devices;
+mod engines;
 pub mod families;
 pub mod findings;
 #[doc(hidden)]
@@ -43,7 +44,7 @@ pub const SEMANTICS_VERSION: u32 = 9;
 
 /// ggml graphs replayed on this thread so far: the planner's costliest work, counted so a
 /// test can prove a plan did it once per distinct shape.
-pub use memory::replays_on_this_thread;
+pub use engines::llama_cpp::ggml::replays_on_this_thread;
 
 /// The engine release `runtimes.<engine>` verdicts are judged against (`0.19.0` for vLLM).
 pub fn engine_version(engine: Engine) -> &'static str {
@@ -167,7 +168,7 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
             };
             loads.push(load);
             let subject = runtimes::Subject::new(facts[index].borrow(), artifact.format, artifact.model.as_ref());
-            let runtimes = runtimes::judge(index, &subject, &devices);
+            let runtimes = engines::judge(index, &subject, &devices);
             artifact.finish(index, memory, runtimes)
         })
         .collect();

@@ -261,7 +261,7 @@ impl Mixer {
 }
 
 /// A graph llama.cpp builds for an architecture whose compute buffer preflight replays
-/// node by node (`memory/llama_cpp.rs`); families without one get the staged estimate.
+/// node by node (`engines/llama_cpp/memory.rs`); families without one get the staged estimate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LlamaCppGraph {
     /// `src/models/openai-moe.cpp` (gpt-oss).
@@ -276,7 +276,7 @@ pub enum LlamaCppGraph {
 
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin
 /// (vLLM, SGLang) keep one table per distinct rope; how many rows it has is the engine's
-/// rule (`memory/vllm.rs` `rope_table_bytes`), so this holds only the config's facts.
+/// rule (`memory/buffers.rs` `rope_table_bytes`), so this holds only the config's facts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rope {
     /// The attention head the rope belongs to.
@@ -313,7 +313,7 @@ pub enum RopeScaling {
 /// inputs of the modality with the most embeddings an item (`_get_mm_dummy_batch`, on the
 /// device, floating inputs cast to the model's dtype by `multimodal/processing/context.py:225-237`)
 /// and the encoder's outputs in `encoder_cache`, both held through the text forward pass and the
-/// sampler warm-up. The family reads it from the wrapper's config (`memory/vllm.rs`
+/// sampler warm-up. The family reads it from the wrapper's config (`engines/vllm/memory.rs`
 /// `encoder_held` sizes it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EncoderProfile {

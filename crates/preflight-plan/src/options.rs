@@ -167,54 +167,33 @@ impl From<MemoryEngine> for String {
     }
 }
 
-const ENGINE_NAMES: &[(MemoryEngine, &[&str])] = &[
-    (MemoryEngine::Vllm, &["vllm"]),
-    (MemoryEngine::Sglang, &["sglang"]),
-    (MemoryEngine::LlamaCpp, &["llama.cpp", "llama_cpp", "llamacpp"]),
-];
-
-/// Releases of an engine whose memory rules were read from their source and cannot be
-/// planned from a checkpoint's metadata, each with why: asked for, they are refused with that
-/// reason rather than planned with another release's rules (docs/memory.md § What changes
-/// after 0.19.0).
-const VLLM_NOT_OFFERED: &[(&str, &str)] = &[(
-    "0.33.0",
-    "its KV budget subtracts a CUDA-graph memory estimate vLLM measures by capturing graphs at startup (v1/worker/gpu/cudagraph_utils.py:922 `profile_cudagraph_memory`, charged by default in gpu_worker.py:707-757), which no checkpoint metadata determines",
-)];
+/// `--engine`'s name table, from each engine's own names (`engines/<engine>/mod.rs`).
+static ENGINE_NAMES: std::sync::LazyLock<Vec<(MemoryEngine, &'static [&'static str])>> =
+    std::sync::LazyLock::new(|| MemoryEngine::ALL.iter().map(|e| (*e, e.unit().names())).collect());
 
 impl MemoryEngine {
-    /// The release whose memory rules `memory::<engine>` follows — the only one
-    /// `ENGINE@VERSION` accepts, and the one the support data is read from: vLLM's and
-    /// SGLang's wheels, and the llama-cpp-python release whose vendored llama.cpp (commit
-    /// 0c1e570) the source lines are read from.
+    /// The release whose memory rules the engine's module follows — the only one
+    /// `ENGINE@VERSION` accepts, and the one the support data is read from.
     pub fn modelled_version(self) -> &'static str {
-        match self {
-            MemoryEngine::Vllm => "0.19.0",
-            MemoryEngine::Sglang => "0.5.23",
-            MemoryEngine::LlamaCpp => "0.3.36",
-        }
+        self.unit().modelled_version()
     }
 
     /// Why a release that was read is not offered, if it is one of those.
     pub fn not_offered(self, release: &str) -> Option<&'static str> {
-        let table = match self {
-            MemoryEngine::Vllm => VLLM_NOT_OFFERED,
-            MemoryEngine::Sglang | MemoryEngine::LlamaCpp => &[],
-        };
-        table.iter().find(|(r, _)| *r == release).map(|(_, why)| *why)
+        self.unit()
+            .not_offered()
+            .iter()
+            .find(|(r, _)| *r == release)
+            .map(|(_, why)| *why)
     }
 
     /// The engine as `runtimes` names it: the same engine, judged for loading.
     pub fn runtime(self) -> crate::verdict::Engine {
-        match self {
-            MemoryEngine::Vllm => crate::verdict::Engine::Vllm,
-            MemoryEngine::Sglang => crate::verdict::Engine::Sglang,
-            MemoryEngine::LlamaCpp => crate::verdict::Engine::LlamaCpp,
-        }
+        self.unit().engine()
     }
 
     pub fn name(self) -> &'static str {
-        canonical_name(ENGINE_NAMES, self)
+        self.unit().names()[0]
     }
 }
 
@@ -226,7 +205,7 @@ impl FromStr for MemoryEngine {
             Some((name, release)) => (name, Some(release)),
             None => (lower.as_str(), None),
         };
-        let engine = named(ENGINE_NAMES, "engine", name, s, "")?;
+        let engine = named(&ENGINE_NAMES, "engine", name, s, "")?;
         let modelled = engine.modelled_version();
         let label = engine.runtime().label();
         match release {
@@ -428,34 +407,13 @@ impl PlanOptions {
 
     /// The engine-specific options given, each with its JSON name and engine.
     fn knobs(&self) -> impl Iterator<Item = (&'static str, MemoryEngine)> {
-        [
-            ("gpu_utilization", MemoryEngine::Vllm, self.gpu_utilization.is_some()),
-            ("max_num_seqs", MemoryEngine::Vllm, self.max_num_seqs.is_some()),
-            (
-                "max_num_batched_tokens",
-                MemoryEngine::Vllm,
-                self.max_num_batched_tokens.is_some(),
-            ),
-            ("block_size", MemoryEngine::Vllm, self.block_size.is_some()),
-            ("enforce_eager", MemoryEngine::Vllm, self.enforce_eager),
-            // SGLang's data parallelism is attention-only (`--enable-dp-attention`, within the
-            // tensor-parallel group): not modelled, so the option names vLLM's.
-            ("data_parallel", MemoryEngine::Vllm, self.data_parallel.is_some()),
-            (
-                "mem_fraction_static",
-                MemoryEngine::Sglang,
-                self.mem_fraction_static.is_some(),
-            ),
-            ("batch", MemoryEngine::LlamaCpp, self.batch.is_some()),
-            ("ubatch", MemoryEngine::LlamaCpp, self.ubatch.is_some()),
-            ("flash_attn", MemoryEngine::LlamaCpp, self.flash_attn.is_some()),
-            ("gpu_layers", MemoryEngine::LlamaCpp, self.gpu_layers.is_some()),
-            ("kv_unified", MemoryEngine::LlamaCpp, self.kv_unified),
-            ("swa_full", MemoryEngine::LlamaCpp, self.swa_full),
-        ]
-        .into_iter()
-        .filter(|(_, _, given)| *given)
-        .map(|(name, engine, _)| (name, engine))
+        MemoryEngine::ALL.into_iter().flat_map(|engine| {
+            engine
+                .unit()
+                .knobs_given(self)
+                .into_iter()
+                .map(move |knob| (knob, engine))
+        })
     }
 
     /// The engine the options name, explicitly or through their knobs; a knob of another
@@ -485,34 +443,9 @@ impl PlanOptions {
 
     /// Options the engine has no counterpart of, refused on the engine the plan follows —
     /// named (from `validate`, before any source is read) or resolved from the artifacts'
-    /// formats (from `plan`): llama.cpp computes in the GGUF's types, splits layers, not
-    /// experts, and drafts with a separate model preflight does not plan.
+    /// formats (from `plan`). Each engine says what it refuses.
     pub fn check_engine(&self, engine: MemoryEngine) -> Result<(), OptionsError> {
-        if engine != MemoryEngine::LlamaCpp {
-            return Ok(());
-        }
-        if self.dtype.is_some() {
-            return Err(error(
-                "dtype",
-                "llama.cpp computes in the types the GGUF stores; `dtype` is vLLM's and SGLang's",
-            ));
-        }
-        if self.expert_parallel {
-            return Err(error(
-                "expert_parallel",
-                "llama.cpp splits layers between devices, not experts: it has no expert parallelism",
-            ));
-        }
-        if self.speculative.is_some() {
-            return Err(error(
-                "speculative",
-                format!(
-                    "llama.cpp's speculative decoding (a separate draft model, --model-draft) is not modelled for llama.cpp {}; plan with --engine vllm or sglang",
-                    engine.modelled_version()
-                ),
-            ));
-        }
-        Ok(())
+        engine.unit().refuse(self)
     }
 
     /// The engine planned for: as named (or implied by its knobs), else llama.cpp when every
@@ -544,12 +477,7 @@ impl PlanOptions {
     /// Ranks the experts are spread over whole, when expert parallelism is on: every rank of
     /// the data-parallel deployment under vLLM, the tensor-parallel group under SGLang.
     pub fn expert_parallel_degree(&self, engine: MemoryEngine) -> Option<u64> {
-        self.expert_parallel.then(|| match engine {
-            MemoryEngine::Vllm => self
-                .tensor_parallel_degree()
-                .saturating_mul(self.data_parallel_degree()),
-            MemoryEngine::Sglang | MemoryEngine::LlamaCpp => self.tensor_parallel_degree(),
-        })
+        self.expert_parallel.then(|| engine.unit().expert_parallel_ranks(self))
     }
 
     pub fn utilization(&self) -> Fraction {
@@ -592,12 +520,7 @@ const KV_NAMES: &[(KvDtype, &[&str])] = &[
 
 /// The `--kv-cache-dtype` values each engine's own flag accepts, read from its release
 /// (`data/kv_cache_dtypes.json`, `scripts/engines/extract_kv_cache_dtypes.py`).
-#[derive(Deserialize)]
-struct KvCacheDtypes {
-    vllm: EngineKvChoices,
-    sglang: EngineKvChoices,
-    llama_cpp: EngineKvChoices,
-}
+type KvCacheDtypes = std::collections::BTreeMap<String, EngineKvChoices>;
 
 #[derive(Deserialize)]
 struct EngineKvChoices {
@@ -606,7 +529,12 @@ struct EngineKvChoices {
 }
 
 static KV_CACHE_DTYPES: std::sync::LazyLock<KvCacheDtypes> = std::sync::LazyLock::new(|| {
-    serde_json::from_str(include_str!("../data/kv_cache_dtypes.json")).expect("data/kv_cache_dtypes.json is valid")
+    // Keyed by the engine's verdict key; the file's other keys (schema, provenance) are not choices.
+    let file: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_str(include_str!("../data/kv_cache_dtypes.json")).expect("data/kv_cache_dtypes.json is valid");
+    file.into_iter()
+        .filter_map(|(key, value)| Some((key, EngineKvChoices::deserialize(value).ok()?)))
+        .collect()
 });
 
 impl MemoryEngine {
@@ -615,10 +543,11 @@ impl MemoryEngine {
     /// dtype is accepted when any of its names is one of the engine's choices.
     pub fn check_kv_dtype(self, dtype: KvDtype) -> Result<(), OptionsError> {
         let data = &*KV_CACHE_DTYPES;
-        let choices = match self {
-            MemoryEngine::Vllm => &data.vllm,
-            MemoryEngine::Sglang => &data.sglang,
-            MemoryEngine::LlamaCpp => &data.llama_cpp,
+        let Some(choices) = data.get(self.runtime().key()) else {
+            return Err(error(
+                "kv_dtype",
+                format!("no KV cache dtypes are extracted for {}", self.runtime().label()),
+            ));
         };
         let names = KV_NAMES.iter().find(|(d, _)| *d == dtype).map_or(&[][..], |(_, n)| n);
         if names.iter().any(|n| choices.values.iter().any(|v| v == n)) {

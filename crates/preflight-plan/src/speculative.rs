@@ -29,64 +29,6 @@ pub(crate) fn draft_index(options: &PlanOptions) -> Option<usize> {
     }
 }
 
-/// Model types whose MTP layers vLLM 0.19.0 drafts with: those
-/// `SpeculativeConfig.hf_config_override` rewrites into an MTP drafter
-/// (`config/speculative.py:227-349`: `deepseek_v3`, `deepseek_v32` and `glm_moe_dsa` into
-/// `DeepSeekMTPModel`, `Glm4MoeForCausalLM` into `Glm4MoeMTPModel`, `qwen3_5`/`qwen3_5_moe` into
-/// `Qwen3_5MTP`, …).
-const VLLM_MTP_MODEL_TYPES: &[&str] = &[
-    "deepseek_v3",
-    "deepseek_v32",
-    "glm_moe_dsa",
-    "glm4_moe",
-    "glm4_moe_lite",
-    "mimo",
-    "ernie4_5_moe",
-    "nemotron_h",
-    "qwen3_next",
-    "qwen3_5",
-    "qwen3_5_moe",
-    "exaone_moe",
-    "longcat_flash",
-    "step3p5",
-    "pangu_ultra_moe",
-];
-
-/// Model types SGLang 0.5.23 serves with its own NEXTN (MTP) draft: the architectures
-/// `_handle_eagle_family` points the draft at the target checkpoint for
-/// (`arg_groups/speculative_hook.py:1120-1152`: DeepSeek-V3/V3.2, GLM-4.5 and GLM-5), and those
-/// with an MTP draft class of their own (`models/qwen3_5_mtp.py`, `qwen3_next_mtp.py`,
-/// `nemotron_h_mtp.py`).
-const SGLANG_MTP_MODEL_TYPES: &[&str] = &[
-    "deepseek_v3",
-    "deepseek_v32",
-    "glm_moe_dsa",
-    "glm4_moe",
-    "glm4_moe_lite",
-    "nemotron_h",
-    "qwen3_next",
-    "qwen3_5",
-    "qwen3_5_moe",
-];
-
-/// Target model types vLLM 0.19.0 can feed an EAGLE-3 head, which reads their auxiliary hidden
-/// states (`SpeculativeConfig._verify_args`, `config/speculative.py:795-822`: a substring match
-/// on the target's `model_type`).
-const VLLM_EAGLE3_TARGETS: &[&str] = &[
-    "llama",
-    "qwen",
-    "minicpm",
-    "gpt_oss",
-    "hunyuan_vl",
-    "hunyuan_v1_dense",
-    "afmoe",
-    "nemotron_h",
-    "deepseek_v2",
-    "deepseek_v3",
-    "kimi_k2",
-    "kimi_k25",
-];
-
 /// The sources the option needs, counted before any is read (the CLI checks this first):
 /// `mtp`, the one checkpoint whose MTP layers draft; `eagle3`, the target then its draft head.
 pub fn check_sources(options: &PlanOptions, sources: usize) -> Result<(), OptionsError> {
@@ -131,10 +73,8 @@ pub(crate) fn check(described: &[Described], options: &PlanOptions, engine: Memo
                     target.name, model.mtp_layers
                 )));
             }
-            let supported = match engine {
-                MemoryEngine::Vllm => VLLM_MTP_MODEL_TYPES,
-                MemoryEngine::Sglang | MemoryEngine::LlamaCpp => SGLANG_MTP_MODEL_TYPES,
-            };
+            let rules = engine.unit().drafting();
+            let supported = rules.mtp_model_types;
             if !supported.contains(&model.model_type.as_str()) {
                 return Err(error(format!(
                     "{} has no MTP drafter for model_type `{}` (it drafts with the MTP layers of {})",
@@ -143,9 +83,9 @@ pub(crate) fn check(described: &[Described], options: &PlanOptions, engine: Memo
                     supported.join(", ")
                 )));
             }
-            // vLLM reuses the MTP layers in turn: more tokens than layers must be a multiple
-            // (`config/speculative.py:562-577`).
-            if engine == MemoryEngine::Vllm
+            // An engine that reuses the MTP layers in turn needs more tokens than layers to
+            // be a multiple of them.
+            if rules.mtp_tokens_multiple_of_layers
                 && spec.tokens > model.mtp_layers
                 && !spec.tokens.is_multiple_of(model.mtp_layers)
             {
@@ -166,13 +106,13 @@ pub(crate) fn check(described: &[Described], options: &PlanOptions, engine: Memo
                     draft.name
                 )));
             }
-            if let (MemoryEngine::Vllm, Some(model)) = (engine, &target.model)
-                && !VLLM_EAGLE3_TARGETS.iter().any(|t| model.model_type.contains(t))
+            if let (Some(targets), Some(model)) = (engine.unit().drafting().eagle3_targets, &target.model)
+                && !targets.iter().any(|t| model.model_type.contains(t))
             {
                 return Err(error(format!(
                     "{} feeds an EAGLE-3 head the auxiliary hidden states of {} targets only, and {} is `{}` (config/speculative.py:795-822)",
                     release(engine),
-                    VLLM_EAGLE3_TARGETS.join(", "),
+                    targets.join(", "),
                     target.name,
                     model.model_type
                 )));

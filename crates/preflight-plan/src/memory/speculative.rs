@@ -39,7 +39,7 @@
 
 use super::{
     ComputeDtype, Inputs, LayerCache, MemoryEngine, PlanOptions, Shape, Share, Sizing, Target, layer_cache, part_bytes,
-    tensor_parallel_split, vllm, weights_bytes,
+    tensor_parallel_split, weights_bytes,
 };
 use crate::model::{Mixer, Rope};
 use crate::options::Speculative;
@@ -79,7 +79,7 @@ pub enum Source<'a> {
 /// What the drafter adds, kept apart for the report (the sizing's own figures include it).
 #[derive(Debug, Clone)]
 pub struct Terms {
-    spec: Speculative,
+    pub(crate) spec: Speculative,
     draft: String,
     /// The drafter's weights as the engine holds them: whole, and on one rank (`None`: the
     /// drafter does not split at the degree).
@@ -92,8 +92,8 @@ pub struct Terms {
     per_token: u64,
     /// The drafter's layer as vLLM's profile run runs it, and the elements a token its
     /// forward keeps beside it: the target's outputs still held and its concatenated input.
-    drafter: Shape,
-    held_width: u64,
+    pub(crate) drafter: Shape,
+    pub(crate) held_width: u64,
 }
 
 /// Fold the drafter into the target's sizing. `Some(why)` when its memory cannot be known.
@@ -142,9 +142,9 @@ pub fn attach(
             let options = &cast(model.quantization.is_some());
             // vLLM shares the MTP layers' own embedding and head with the target; SGLang's
             // NEXTN model allocates and loads them (freed after its pool is sized).
-            let shared = match engine {
-                MemoryEngine::Vllm => skipped.mtp_copies,
-                MemoryEngine::Sglang | MemoryEngine::LlamaCpp => Share::default(),
+            let shared = match engine.unit().drafting().mtp_shares_embedding_and_head {
+                true => skipped.mtp_copies,
+                false => Share::default(),
             };
             let (whole, rank) = mtp_weights(inputs.layout, options, tp, shared);
             let excess = tensor_parallel_split(model, &mixers, tp, tp);
@@ -176,9 +176,9 @@ pub fn attach(
             // Neither engine loads `t2d`; SGLang keeps `d2t` on the host until after its pool
             // is sized (`hot_token_id`, moved to the device in `init_lm_head`). Both are
             // buffers, whole on every rank.
-            let unloaded = match engine {
-                MemoryEngine::Vllm => skipped.t2d.bytes,
-                MemoryEngine::Sglang | MemoryEngine::LlamaCpp => skipped.t2d.bytes.saturating_add(skipped.d2t.bytes),
+            let unloaded = match engine.unit().drafting().d2t_on_host {
+                false => skipped.t2d.bytes,
+                true => skipped.t2d.bytes.saturating_add(skipped.d2t.bytes),
             };
             whole = whole.saturating_sub(unloaded);
             rank = rank.map(|r| r.saturating_sub(unloaded));
@@ -186,7 +186,7 @@ pub fn attach(
             // (`models/llama_eagle3.py:145-149`), loaded or not, and frees it for the target's
             // only after the pool is sized: charged when the head ships none.
             let ships_embedding = inputs.layout.component_bytes(Component::Embedding) > 0;
-            if engine == MemoryEngine::Sglang && !ships_embedding {
+            if engine.unit().drafting().builds_missing_embedding && !ships_embedding {
                 let embedding = model.vocab.saturating_mul(model.hidden).saturating_mul(e);
                 whole = whole.saturating_add(embedding);
                 rank = rank.map(|r| r.saturating_add(embedding.div_ceil(tp)));
@@ -199,7 +199,7 @@ pub fn attach(
                 .filter(|r| !target_ropes.contains(r))
                 .cloned()
                 .collect();
-            let buffers = vllm::rope_table_bytes(&own, e);
+            let buffers = super::rope_table_bytes(&own, e);
             // The target keeps its hidden states and its three auxiliary ones (`outputs` of
             // `_dummy_run`) through the head's forward, which reads `[embedding, hidden]`.
             let held = target
@@ -301,62 +301,7 @@ fn mtp_excess(layout: &super::WeightsLayout, options: &PlanOptions, shared: Shar
     u64::try_from(u128::from(bytes) * u128::from(excess) / u128::from(share.params)).unwrap_or(u64::MAX)
 }
 
-/// vLLM's profile-run peak with the drafter: the forward pass, the sampler, the rejection
-/// sampler's warm-up and the drafter's forward pass, the largest over what both hold.
-pub fn vllm_activation(sizing: &Sizing, tp: u64, knobs: &vllm::Knobs, context: u64) -> u64 {
-    let profile = vllm::profile(&sizing.shape, tp, knobs, context);
-    let base = profile.forward.max(profile.sampler);
-    let peak = match &sizing.speculative {
-        Some(terms) => base
-            .max(rejection_sampler(&sizing.shape, knobs))
-            .max(terms.drafter_forward(tp, knobs)),
-        None => base,
-    };
-    peak.saturating_add(profile.held)
-}
-
-/// `_dummy_sampler_run`'s rejection-sampler warm-up (`gpu_model_runner.py:5609-5631`): one
-/// dummy draft token a request, so `rows` drafts and `rows` bonus rows, on random logits of
-/// `[2 × rows, vocab]` in the model's dtype, held throughout. Then
-/// `RejectionSampler.forward` (`v1/sample/rejection_sampler.py`) keeps the bonus sampler's
-/// full f32 logprobs (`max_num_logprobs = -1`, `raw_logits`: `Sampler.forward`'s
-/// `logits.to(float32)`) in its output, and for the drafts gathers the target rows
-/// (`.to(float32)`, then `.clone()`), softmaxes them (`rejection_sample`: `target_probs`) and
-/// draws recovered tokens through an f32 `q` and its reciprocal (`sample_recovered_tokens`):
-/// six `[rows, vocab]` f32 tensors and the dtype logits at once, with the forward pass's
-/// hidden states still held as under the sampler.
-fn rejection_sampler(shape: &Shape, knobs: &vllm::Knobs) -> u64 {
-    let tokens = knobs.max_num_batched_tokens;
-    let rows = knobs.max_num_seqs.min(tokens);
-    let e = shape.element_bytes;
-    rows.saturating_mul(shape.vocab)
-        .saturating_mul(e.saturating_mul(2).saturating_add(24))
-        .saturating_add(tokens.saturating_mul(shape.hidden).saturating_mul(e))
-}
-
 impl Terms {
-    /// The drafter's dummy run (`EagleProposer.dummy_run`, `eagle.py:1486-1537`) over the
-    /// batched tokens, `num_speculative_tokens` passes of its layer, one at a time: the layer's
-    /// widest live tensors (as the target's forward term) beside the target's outputs still
-    /// held. A model of vLLM's graph, as the forward term is.
-    fn drafter_forward(&self, tp: u64, knobs: &vllm::Knobs) -> u64 {
-        let tokens = knobs.max_num_batched_tokens;
-        vllm::forward(&self.drafter, tp, tokens).saturating_add(
-            tokens
-                .saturating_mul(self.held_width)
-                .saturating_mul(self.drafter.element_bytes),
-        )
-    }
-
-    /// Tokens a request holds beyond its own while drafting.
-    fn lookahead(&self, engine: MemoryEngine) -> u64 {
-        match engine {
-            // `num_lookahead_tokens` (scheduler.py:213-222).
-            MemoryEngine::Vllm | MemoryEngine::LlamaCpp => self.spec.tokens,
-            MemoryEngine::Sglang => sglang_reserve(self.spec),
-        }
-    }
-
     /// The block's `speculative` object. `kv_cache` is the block's groups (on all ranks),
     /// `ranks` what the block's figures multiply one rank's by (`None`: not placed).
     pub fn report(
@@ -377,21 +322,8 @@ impl Terms {
             .map(|g| u128::from(g.bytes) * u128::from(g.draft_layers) / u128::from(g.layers))
             .map(|b| u64::try_from(b).unwrap_or(u64::MAX))
             .fold(0u64, u64::saturating_add);
-        let (lookahead_kv_cache_bytes, activation_bytes) = match target.engine {
-            MemoryEngine::Sglang => {
-                let context = sizing.context;
-                let with = sizing.kv(context.saturating_add(sglang_lookahead(sizing)), true);
-                (scale(with.saturating_sub(sizing.kv(context, true))), 0)
-            }
-            MemoryEngine::Vllm if !sizing.lower_bound => {
-                let knobs = target.vllm_knobs(sizing.paging());
-                let tp = sizing.tensor_parallel;
-                let with = vllm_activation(sizing, tp, &knobs, sizing.context);
-                let without = vllm::activation_peak(&sizing.shape, tp, &knobs, sizing.context);
-                (0, scale(with.saturating_sub(without)))
-            }
-            MemoryEngine::Vllm | MemoryEngine::LlamaCpp => (0, 0),
-        };
+        let unit = target.engine.unit();
+        let (lookahead_kv_cache_bytes, activation_bytes) = unit.draft_overheads(sizing, target);
         SpeculativeMemory {
             method: self.spec.method.name().to_owned(),
             num_speculative_tokens: self.spec.tokens,
@@ -401,26 +333,11 @@ impl Terms {
             draft_kv_layers: self.layers,
             draft_kv_cache_bytes_per_token: self.per_token,
             draft_kv_cache_bytes,
-            lookahead_tokens: self.lookahead(target.engine),
-            lookahead_kv_cache_bytes,
-            activation_bytes,
+            lookahead_tokens: (unit.drafting().lookahead)(self.spec),
+            lookahead_kv_cache_bytes: scale(lookahead_kv_cache_bytes),
+            activation_bytes: scale(activation_bytes),
         }
     }
-}
-
-/// SGLang's decode reserve a request (`get_alloc_reserve_per_decode`: twice
-/// `get_alloc_len_per_decode`, `max(steps × topk, draft tokens)` at page size 1): with
-/// `K` steps, top-k 1 and K + 1 draft tokens (`_handle_eagle_family` sets them so for top-k 1,
-/// `arg_groups/speculative_hook.py:1255-1266`), `2 × (K + 1)`.
-fn sglang_reserve(spec: Speculative) -> u64 {
-    let steps = spec.tokens;
-    let draft_tokens = steps.saturating_add(1);
-    steps.max(draft_tokens).saturating_mul(2)
-}
-
-/// Tokens each request holds beyond its context under SGLang (0 without a drafter).
-pub fn sglang_lookahead(sizing: &Sizing) -> u64 {
-    sizing.speculative.as_ref().map_or(0, |t| sglang_reserve(t.spec))
 }
 
 /// SGLang's bytes a token across the pool, the unit `max_total_num_tokens` is counted in:
@@ -442,20 +359,4 @@ pub fn sglang_cell(sizing: &Sizing) -> u64 {
         _ => 0,
     };
     target_cell.saturating_add(draft)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::options::SpeculativeMethod;
-
-    #[test]
-    fn sglang_reserves_twice_the_draft_tokens_a_step() {
-        // eagle3:3 → 3 steps, top-k 1, 4 draft tokens: 2 × max(3, 4) = 8.
-        let spec = Speculative {
-            method: SpeculativeMethod::Eagle3,
-            tokens: 3,
-        };
-        assert_eq!(sglang_reserve(spec), 8);
-    }
 }

@@ -1,15 +1,12 @@
 //! Will it run there? Each engine's verdict on one artifact — vLLM, SGLang, llama.cpp,
 //! transformers — from what the engines' own releases register (`data.rs`) and, when devices
-//! are named, their compute capability. One module per engine; `judge` is called once per
-//! artifact from `plan_artifact`. **Runtime findings never touch admissibility**: they live in
+//! are named, their compute capability. Each engine's rules are its `runtime` module under
+//! `engines/`; this is what they share (`engines::judge` calls each engine once per
+//! artifact from `plan_artifact`). **Runtime findings never touch admissibility**: they live in
 //! `runtimes.<engine>.findings`, apart from the artifact's own. `docs/runtimes.md` gives every
 //! rule and its source.
 
-mod data;
-mod llama_cpp;
-mod sglang;
-mod transformers;
-mod vllm;
+pub(crate) mod data;
 
 use preflight_formats::facts::{ArtifactFacts, Content};
 use preflight_formats::gguf::Value as GgufValue;
@@ -17,7 +14,7 @@ use preflight_formats::gguf::Value as GgufValue;
 use crate::findings::{Code, Finding};
 use crate::model::{Mixer, Model};
 use crate::options::DeviceGroup;
-use crate::verdict::{DeviceSupport, Engine, Format, Quantization, Runtime, Runtimes, Support};
+use crate::verdict::{DeviceSupport, Engine, Format, Quantization, Runtime, Support};
 
 /// What the engines are judged on.
 pub struct Subject<'a> {
@@ -56,7 +53,7 @@ impl<'a> Subject<'a> {
         }
     }
 
-    fn quant(&self) -> Option<Quant<'_>> {
+    pub(crate) fn quant(&self) -> Option<Quant<'_>> {
         let q = self.model?.quantization.as_ref()?;
         Some(Quant {
             method: q.method.as_str(),
@@ -66,7 +63,7 @@ impl<'a> Subject<'a> {
     }
 
     /// DeepSeek-V3.2-style MLA with a sparse-attention indexer.
-    fn sparse_mla(&self) -> bool {
+    pub(crate) fn sparse_mla(&self) -> bool {
         self.model.is_some_and(|m| {
             m.layers.iter().any(|l| {
                 matches!(
@@ -83,11 +80,11 @@ impl<'a> Subject<'a> {
 
 /// The quantization as the engines' kernel choice sees it.
 #[derive(Clone, Copy)]
-struct Quant<'a> {
+pub(crate) struct Quant<'a> {
     /// The planner's method name (`quantization.method`).
-    method: &'a str,
-    weights: Weights,
-    bits: Option<u64>,
+    pub(crate) method: &'a str,
+    pub(crate) weights: Weights,
+    pub(crate) bits: Option<u64>,
 }
 
 /// Weight formats whose kernel path depends on the device.
@@ -116,7 +113,7 @@ impl Weights {
     }
 
     /// The key of `kernel_paths` and `hardware_native_from` in the data.
-    fn key(self) -> Option<&'static str> {
+    pub(crate) fn key(self) -> Option<&'static str> {
         match self {
             Weights::Fp8 => Some("fp8"),
             Weights::Nvfp4 => Some("nvfp4"),
@@ -125,7 +122,7 @@ impl Weights {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Weights::Fp8 => "FP8",
             Weights::Nvfp4 => "NVFP4",
@@ -137,21 +134,21 @@ impl Weights {
 
 /// A verdict in the making: the worst support so far and the reasons.
 #[derive(Default)]
-struct Judgement {
-    support: Option<Support>,
+pub(crate) struct Judgement {
+    pub(crate) support: Option<Support>,
     /// Ids are given when the engine's findings are assembled.
-    findings: Vec<Finding>,
+    pub(crate) findings: Vec<Finding>,
 }
 
 impl Judgement {
     /// Record a reason that makes the verdict at best `support`.
-    fn set(&mut self, support: Support, code: Code, subject: impl Into<String>, detail: impl Into<String>) {
+    pub(crate) fn set(&mut self, support: Support, code: Code, subject: impl Into<String>, detail: impl Into<String>) {
         self.gate(support, code, subject, detail);
     }
 
     /// [`Judgement::set`], returning the finding so a capability gate can record both sides
     /// (`declared` what the gate needs, `observed` what the device has).
-    fn gate(
+    pub(crate) fn gate(
         &mut self,
         support: Support,
         code: Code,
@@ -163,11 +160,11 @@ impl Judgement {
     }
 
     /// Record a reason that does not change the verdict.
-    fn note(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) {
+    pub(crate) fn note(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) {
         self.record(code, subject, detail);
     }
 
-    fn record(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) -> &mut Finding {
+    pub(crate) fn record(&mut self, code: Code, subject: impl Into<String>, detail: impl Into<String>) -> &mut Finding {
         self.findings.push(Finding {
             id: String::new(),
             code,
@@ -180,22 +177,22 @@ impl Judgement {
         self.findings.last_mut().expect("just pushed")
     }
 
-    fn support(&self) -> Support {
+    pub(crate) fn support(&self) -> Support {
         self.support.unwrap_or(Support::Yes)
     }
 }
 
 /// One engine's answer before assembly.
-struct Outcome {
-    general: Judgement,
-    hybrid: Option<bool>,
+pub(crate) struct Outcome {
+    pub(crate) general: Judgement,
+    pub(crate) hybrid: Option<bool>,
     /// Per device group; empty without devices or when the general verdict settles it.
-    devices: Vec<(String, Judgement)>,
+    pub(crate) devices: Vec<(String, Judgement)>,
 }
 
 impl Outcome {
     /// The general verdict settles it: no hybrid question, no device to judge.
-    fn settled(general: Judgement) -> Outcome {
+    pub(crate) fn settled(general: Judgement) -> Outcome {
         Outcome {
             general,
             hybrid: None,
@@ -215,28 +212,7 @@ pub fn version(engine: Engine) -> &'static str {
     }
 }
 
-/// The subject's verdict from every engine on `devices` (none: architecture and quantization
-/// only). `artifact` numbers the findings' ids.
-pub fn judge(artifact: usize, subject: &Subject, devices: &[DeviceGroup]) -> Runtimes {
-    let engines = &*data::ENGINES;
-    let run = |engine: Engine| -> Runtime {
-        let outcome = match engine {
-            Engine::Vllm => vllm::judge(engines, subject, devices),
-            Engine::Sglang => sglang::judge(engines, subject, devices),
-            Engine::LlamaCpp => llama_cpp::judge(engines, subject),
-            Engine::Transformers => transformers::judge(engines, subject, devices),
-        };
-        assemble(artifact, engine, outcome, devices)
-    };
-    Runtimes {
-        vllm: run(Engine::Vllm),
-        sglang: run(Engine::Sglang),
-        llama_cpp: run(Engine::LlamaCpp),
-        transformers: run(Engine::Transformers),
-    }
-}
-
-fn assemble(artifact: usize, engine: Engine, outcome: Outcome, devices: &[DeviceGroup]) -> Runtime {
+pub(crate) fn assemble(artifact: usize, engine: Engine, outcome: Outcome, devices: &[DeviceGroup]) -> Runtime {
     let general = outcome.general.support();
     // An engine whose verdict does not depend on the device still answers for each one.
     let per_device: Vec<DeviceSupport> = match outcome.devices.is_empty() {
@@ -275,7 +251,7 @@ fn assemble(artifact: usize, engine: Engine, outcome: Outcome, devices: &[Device
 }
 
 /// The compute capability an engine's CUDA gates compare, or why there is none to compare.
-fn capability(group: &DeviceGroup) -> Result<u32, String> {
+pub(crate) fn capability(group: &DeviceGroup) -> Result<u32, String> {
     let Some(device) = group.device() else {
         // The size as one would type it back (`24GiB`), whole GiB where it is.
         let bytes = group.capacity_bytes;
@@ -301,7 +277,10 @@ fn capability(group: &DeviceGroup) -> Result<u32, String> {
 }
 
 /// Judge every device group with `on_device`, or mark it unknown when it has no capability.
-fn per_device(devices: &[DeviceGroup], on_device: impl Fn(&str, u32, &mut Judgement)) -> Vec<(String, Judgement)> {
+pub(crate) fn per_device(
+    devices: &[DeviceGroup],
+    on_device: impl Fn(&str, u32, &mut Judgement),
+) -> Vec<(String, Judgement)> {
     devices
         .iter()
         .map(|group| {
@@ -316,18 +295,18 @@ fn per_device(devices: &[DeviceGroup], on_device: impl Fn(&str, u32, &mut Judgem
 }
 
 /// `major.minor` of a capability as engines hold it (`major × 10 + minor`).
-fn cc_text(cc: u32) -> String {
+pub(crate) fn cc_text(cc: u32) -> String {
     format!("{}.{}", cc / 10, cc % 10)
 }
 
 /// A capability gate's two sides on its finding: what the gate needs, what the device has.
-fn sides(finding: &mut Finding, needs: u32, has: u32) {
+pub(crate) fn sides(finding: &mut Finding, needs: u32, has: u32) {
     finding.declared = Some(cc_text(needs).into());
     finding.observed = Some(cc_text(has).into());
 }
 
 /// The verdict when preflight itself refused the architecture: `unknown`, never a guess.
-fn refused(general: &mut Judgement, engine: &str) {
+pub(crate) fn refused(general: &mut Judgement, engine: &str) {
     general.set(
         Support::Unknown,
         Code::RuntimeUnknown,
@@ -337,7 +316,7 @@ fn refused(general: &mut Judgement, engine: &str) {
 }
 
 /// A config without an `architectures` class: engines that dispatch on it cannot load it.
-fn no_class(general: &mut Judgement, engine: &str) {
+pub(crate) fn no_class(general: &mut Judgement, engine: &str) {
     general.set(
         Support::No,
         Code::RuntimeArchitectureUnregistered,
@@ -348,7 +327,7 @@ fn no_class(general: &mut Judgement, engine: &str) {
 
 /// Below the capability from which the hardware computes `weights` natively, whatever loads
 /// runs through a non-native path.
-fn below_native(engines: &data::Engines, weights: Weights, cc: u32) -> Option<u32> {
+pub(crate) fn below_native(engines: &data::Engines, weights: Weights, cc: u32) -> Option<u32> {
     let from = *engines.hardware_native_from.get(weights.key()?)?;
     (cc < from).then_some(from)
 }

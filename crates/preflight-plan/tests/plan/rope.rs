@@ -1,5 +1,5 @@
 //! The RoPE cos/sin tables vLLM and SGLang keep beside the weights: one per distinct rope,
-//! sized by the rope type's rule (`memory/vllm.rs` `rope_table_bytes`; SGLang's in FP32).
+//! sized by the rope type's rule (`memory/buffers.rs` `rope_table_bytes`; SGLang's in FP32).
 //! Each expected figure is worked by hand from the fixture's config.json: rows × rotated
 //! channels × bytes.
 

@@ -512,3 +512,38 @@ fn a_device_given_by_size_reads_as_a_size() {
     // The hint to name the part gives the size back as one would type it.
     assert!(text.contains("rtx-4090=24GiB"), "{text}");
 }
+
+/// Each `--compare` value is a whole plan: a list longer than the cap is refused before any
+/// source is read (issue 23: 10,000 values were 10,000 plans), and one at the cap still plans.
+#[test]
+fn compare_refuses_more_values_than_it_plans_side_by_side() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let many = |n: usize| (1..=n).map(|k| format!("{}k", k)).collect::<Vec<_>>().join(",");
+    let flood = llama_8b(
+        &dir,
+        &[
+            "--devices",
+            "h100-80gb:1",
+            "--compare",
+            &format!("context={}", many(10_000)),
+        ],
+    );
+    assert_eq!(flood.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&flood.stderr);
+    assert!(stderr.contains("10000 values; at most 16"), "{stderr}");
+    let capped = llama_8b(
+        &dir,
+        &[
+            "--devices",
+            "h100-80gb:1",
+            "--compare",
+            &format!("context={}", many(16)),
+        ],
+    );
+    assert_eq!(
+        capped.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&capped.stderr)
+    );
+}

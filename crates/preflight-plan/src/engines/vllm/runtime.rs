@@ -3,10 +3,10 @@
 //! FP8 / NVFP4 / MXFP4 and the sparse-MLA attention backends' capability gates. Its GGUF
 //! loader is built in, but which GGUF architectures and tensor types it maps is not read.
 
-use super::data::{Engines, KernelPath, Vllm};
-use super::{Judgement, Outcome, Subject, Weights, cc_text, no_class, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
+use crate::runtimes::data::{Engines, KernelPath, Vllm};
+use crate::runtimes::{Judgement, Outcome, Subject, Weights, cc_text, no_class, per_device, refused, sides};
 use crate::verdict::{Format, Support};
 
 /// vLLM's name for the checkpoint's quantization method: ModelOpt's NVFP4 is its own method,

@@ -6,7 +6,7 @@
 //! llama.cpp allocates; none is a margin.
 
 use super::ggml::{Graph, Id, Type};
-use super::{LayerCache, Shape, Sizing, Target};
+use crate::memory::{GraphShape, LayerCache, Shape, Sizing, Target};
 use crate::model::{LlamaCppGraph, Mixer, StateDtype};
 use crate::options::PlanOptions;
 
@@ -255,7 +255,9 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     let ctx = Context::new(context, sizing.sequences, &knobs);
     let kv = ctx.kv(&sizing.caches);
     let compute = match sizing.llama_cpp_graph {
-        Some(graph) => sizing.replays.reserve(graph, ctx.graph_shape(sizing, knobs.flash_attn)),
+        Some(graph) => sizing
+            .replays
+            .reserve(graph, ctx.graph_shape(sizing, knobs.flash_attn), replay),
         None => ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn),
     };
     let output = ctx.output(&sizing.shape);
@@ -310,59 +312,16 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     }
 }
 
-/// Compute buffers already replayed for one artifact, by graph and shape. A plan asks for
-/// the same graph many times — each placement candidate, the report, the longest-context
-/// search — and a replay walks every node of every layer: one replay per distinct shape
-/// bounds a plan's work by the shapes it considers, not by how often it asks.
-#[derive(Debug, Default)]
-pub struct Replays {
-    done: std::sync::Mutex<std::collections::HashMap<(LlamaCppGraph, GraphShape), u64>>,
-}
-
-impl Replays {
-    /// ggml-alloc's reservation for `graph` at `shape`, replayed once.
-    pub fn reserve(&self, graph: LlamaCppGraph, shape: GraphShape) -> u64 {
-        let key = (graph, shape);
-        if let Some(bytes) = self.done.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return *bytes;
-        }
-        let shape = &key.1;
-        let built = match graph {
-            LlamaCppGraph::OpenAiMoe => openai_moe_graph(shape),
-            LlamaCppGraph::Llama => llama_graph(shape, false),
-            LlamaCppGraph::Qwen3 => llama_graph(shape, true),
-            LlamaCppGraph::Gemma3 => gemma3_graph(shape),
-        };
-        let bytes = built.reserve(ALIGNMENT);
-        self.done.lock().unwrap_or_else(|e| e.into_inner()).insert(key, bytes);
-        bytes
-    }
-}
-
-/// What llama.cpp's graph for one micro-batch is built from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct GraphShape {
-    /// The micro-batch, rounded up to a multiple of the sequences (`graph_reserve`,
-    /// llama-context.cpp:2528-2530), and the outputs of it: `min(n_ctx, n_ubatch)`.
-    pub tokens: u64,
-    pub outputs: u64,
-    pub hidden: u64,
-    pub heads: u64,
-    pub kv_heads: u64,
-    pub head_dim: u64,
-    pub vocab: u64,
-    /// The dense feed-forward width (0 where every layer routes to experts).
-    pub ffn_width: u64,
-    pub experts: u64,
-    pub experts_used: u64,
-    pub expert_width: u64,
-    /// Whether each layer attends through the sliding-window cache.
-    pub sliding: Vec<bool>,
-    /// Cells a stream of the full and of the sliding-window cache holds, and the streams.
-    pub full_cells: u64,
-    pub sliding_cells: u64,
-    pub streams: u64,
-    pub flash_attn: bool,
+/// ggml-alloc's reservation for `graph` at `shape`: the graph built as llama.cpp builds it,
+/// replayed through ggml-alloc.
+fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
+    let built = match graph {
+        LlamaCppGraph::OpenAiMoe => openai_moe_graph(shape),
+        LlamaCppGraph::Llama => llama_graph(shape, false),
+        LlamaCppGraph::Qwen3 => llama_graph(shape, true),
+        LlamaCppGraph::Gemma3 => gemma3_graph(shape),
+    };
+    built.reserve(ALIGNMENT)
 }
 
 /// One cache's graph inputs (`build_input_k_idxs`, `build_input_v_idxs`,

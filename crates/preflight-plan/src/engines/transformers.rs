@@ -3,10 +3,10 @@
 //! On a device that cannot compute a quantized format natively its quantizers dequantize,
 //! which is a fallback.
 
-use super::data::Engines;
-use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
+use crate::runtimes::data::Engines;
+use crate::runtimes::{Judgement, Outcome, Subject, Weights, below_native, cc_text, per_device, refused, sides};
 use crate::verdict::{Format, Support};
 
 /// transformers' `quant_method` key for the checkpoint's method.

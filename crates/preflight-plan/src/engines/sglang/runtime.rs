@@ -3,10 +3,12 @@
 //! minimum capability. Its kernel selection was not extracted, so a format the device cannot
 //! compute natively is judged by the hardware alone.
 
-use super::data::Engines;
-use super::{Judgement, Outcome, Subject, Weights, below_native, cc_text, no_class, per_device, refused, sides};
 use crate::findings::Code;
 use crate::options::DeviceGroup;
+use crate::runtimes::data::Engines;
+use crate::runtimes::{
+    Judgement, Outcome, Subject, Weights, below_native, cc_text, no_class, per_device, refused, sides,
+};
 use crate::verdict::{Format, Support};
 
 /// SGLang's name for the checkpoint's quantization method on CUDA.

@@ -3,9 +3,9 @@
 //! It loads GGUF only; its CUDA backend has no capability gate in the data, so devices do not
 //! change its verdict.
 
-use super::data::Engines;
-use super::{Judgement, Outcome, Subject, refused};
 use crate::findings::Code;
+use crate::runtimes::data::Engines;
+use crate::runtimes::{Judgement, Outcome, Subject, refused};
 use crate::verdict::{Format, Support};
 
 pub fn judge(engines: &Engines, subject: &Subject) -> Outcome {

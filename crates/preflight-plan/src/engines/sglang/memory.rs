@@ -68,7 +68,7 @@ fn prefill_capture_sizes(max_bs: u64) -> usize {
 }
 
 /// Bytes of the RoPE cos/sin tables every rank keeps: vLLM's rows (SGLang's `get_rope`
-/// classes are vLLM's, `memory/vllm.rs` `rope_table_bytes`), but in FP32 whatever the model's
+/// classes are vLLM's, `memory/buffers.rs` `rope_table_bytes`), but in FP32 whatever the model's
 /// dtype — `RotaryEmbedding.__init__` casts the cache to the model dtype only off CUDA and
 /// ROCm ("cache needs to be in FP32 for numerical stability": 0.5.23
 /// `layers/rotary_embedding/base.py` l.116-120; 0.4.3.post2 `layers/rotary_embedding.py`
@@ -76,7 +76,7 @@ fn prefill_capture_sizes(max_bs: u64) -> usize {
 /// gemma-3's attention layers build theirs unscaled (0.5.23 `models/gemma3_causal.py`
 /// l.218-225), 131,072 rows where vLLM's rule counts 8 × that for the global layers.
 pub fn rope_table_bytes(ropes: &[Rope]) -> u64 {
-    super::vllm::rope_table_bytes(ropes, 4)
+    crate::memory::rope_table_bytes(ropes, 4)
 }
 
 /// `--swa-full-tokens-ratio`'s default: SWA-pool tokens per full-pool token (0.5.23

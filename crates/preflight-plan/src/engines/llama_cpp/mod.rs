@@ -1,0 +1,150 @@
+//! llama.cpp, at the llama-cpp-python release whose vendored tree (commit 0c1e570) its rules
+//! follow: names, knobs, memory accounting (`memory.rs`, with the ggml-alloc replay in
+//! `ggml.rs`) and runtime support (`runtime.rs`). It places layers, not tensors, and
+//! allocates `n_ctx × n_seq` cells up front: no ranks, no pool.
+
+pub(crate) mod ggml;
+pub(crate) mod memory;
+pub(crate) mod runtime;
+
+use crate::memory::{DraftRules, ServingEngine, Sizing, Target, Whole, exact_cache_use};
+use crate::model::Mixer;
+use crate::options::{ComputeDtype, OptionsError, PlanOptions, Speculative};
+use crate::verdict::Engine;
+
+pub(crate) struct LlamaCpp;
+
+/// Drafting is refused before planning ([`ServingEngine::refuse`]): nothing drafts.
+const DRAFTING: DraftRules = DraftRules {
+    mtp_model_types: &[],
+    mtp_tokens_multiple_of_layers: false,
+    eagle3_targets: None,
+    mtp_shares_embedding_and_head: false,
+    d2t_on_host: false,
+    builds_missing_embedding: false,
+    lookahead: |spec: Speculative| spec.tokens,
+};
+
+fn refused(option: &'static str, message: String) -> Result<(), OptionsError> {
+    Err(OptionsError { option, message })
+}
+
+impl ServingEngine for LlamaCpp {
+    fn engine(&self) -> Engine {
+        Engine::LlamaCpp
+    }
+
+    fn names(&self) -> &'static [&'static str] {
+        &["llama.cpp", "llama_cpp", "llamacpp"]
+    }
+
+    fn modelled_version(&self) -> &'static str {
+        "0.3.36"
+    }
+
+    fn knobs_given(&self, options: &PlanOptions) -> Vec<&'static str> {
+        [
+            ("batch", options.batch.is_some()),
+            ("ubatch", options.ubatch.is_some()),
+            ("flash_attn", options.flash_attn.is_some()),
+            ("gpu_layers", options.gpu_layers.is_some()),
+            ("kv_unified", options.kv_unified),
+            ("swa_full", options.swa_full),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect()
+    }
+
+    /// llama.cpp computes in the GGUF's types, splits layers, not experts, and drafts with a
+    /// separate model preflight does not plan.
+    fn refuse(&self, options: &PlanOptions) -> Result<(), OptionsError> {
+        if options.dtype.is_some() {
+            return refused(
+                "dtype",
+                "llama.cpp computes in the types the GGUF stores; `dtype` is vLLM's and SGLang's".into(),
+            );
+        }
+        if options.expert_parallel {
+            return refused(
+                "expert_parallel",
+                "llama.cpp splits layers between devices, not experts: it has no expert parallelism".into(),
+            );
+        }
+        if options.speculative.is_some() {
+            return refused(
+                "speculative",
+                format!(
+                    "llama.cpp's speculative decoding (a separate draft model, --model-draft) is not modelled for llama.cpp {}; plan with --engine vllm or sglang",
+                    self.modelled_version()
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    fn drafting(&self) -> &'static DraftRules {
+        &DRAFTING
+    }
+
+    /// Recurrent state (conv r and SSM s rows) in F32 whatever the model's dtype.
+    fn state_dtype(&self, _compute: ComputeDtype) -> ComputeDtype {
+        ComputeDtype::F32
+    }
+
+    fn as_run(&self, mixer: Mixer) -> Mixer {
+        memory::engine_mixer(mixer)
+    }
+
+    fn splits_tensors(&self) -> bool {
+        false
+    }
+
+    /// All of it.
+    fn usable(&self, _options: &PlanOptions, capacity: u64) -> u64 {
+        capacity
+    }
+
+    fn budget_share(&self, _options: &PlanOptions, _capacity: u64) -> f64 {
+        1.0
+    }
+
+    /// What the target device holds: its layers' weights and cells, and the compute buffer.
+    fn rank_terms(&self, sizing: &Sizing, _rank_weights: u64, context: u64, target: &Target) -> Option<[u64; 5]> {
+        let buffers = memory::buffers(sizing, context, target);
+        let (weights, kv, activation) = buffers.on_target(target.device.is_some());
+        Some([weights, 0, kv, activation, 0])
+    }
+
+    /// Whole 256-cell streams, and windows of a micro-batch more.
+    fn cache_use(&self, sizing: &Sizing, context: u64, target: &Target) -> Vec<(Option<u64>, u64)> {
+        if sizing.lower_bound {
+            return exact_cache_use(sizing, context, context);
+        }
+        let cells = memory::Context::new(context, sizing.sequences, &memory::Knobs::resolve(target.options));
+        sizing
+            .caches
+            .iter()
+            .map(|c| {
+                let tokens = (!c.kind.is_state()).then(|| cells.cells_of(c));
+                (tokens, cells.layer_bytes(c).saturating_mul(c.layers))
+            })
+            .collect()
+    }
+
+    /// The compute buffer and the output buffer, wherever that sits.
+    fn whole(&self, sizing: &Sizing, context: u64, target: &Target) -> Option<Whole> {
+        if sizing.lower_bound {
+            return None;
+        }
+        let buffers = memory::buffers(sizing, context, target);
+        Some(Whole {
+            activation_bytes: buffers.compute.saturating_add(buffers.output),
+            host_bytes: buffers.host,
+        })
+    }
+
+    fn reports_pool(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,168 @@
+//! SGLang, at the release whose source its rules follow: names, knobs, memory accounting
+//! (`memory.rs`: `mem_fraction_static`, the pool configurators) and runtime support
+//! (`runtime.rs`).
+
+pub(crate) mod memory;
+pub(crate) mod runtime;
+
+use crate::memory::{DraftRules, ServingEngine, Sizing, Target, exact_cache_use, speculative};
+use crate::model::{Model, Rope};
+use crate::options::{ComputeDtype, PlanOptions, Speculative};
+use crate::verdict::Engine;
+
+pub(crate) struct Sglang;
+
+/// Model types SGLang 0.5.23 serves with its own NEXTN (MTP) draft: the architectures
+/// `_handle_eagle_family` points the draft at the target checkpoint for
+/// (`arg_groups/speculative_hook.py:1120-1152`: DeepSeek-V3/V3.2, GLM-4.5 and GLM-5), and those
+/// with an MTP draft class of their own (`models/qwen3_5_mtp.py`, `qwen3_next_mtp.py`,
+/// `nemotron_h_mtp.py`).
+const MTP_MODEL_TYPES: &[&str] = &[
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm_moe_dsa",
+    "glm4_moe",
+    "glm4_moe_lite",
+    "nemotron_h",
+    "qwen3_next",
+    "qwen3_5",
+    "qwen3_5_moe",
+];
+
+/// SGLang's decode reserve a request (`get_alloc_reserve_per_decode`: twice
+/// `get_alloc_len_per_decode`, `max(steps × topk, draft tokens)` at page size 1): with
+/// `K` steps, top-k 1 and K + 1 draft tokens (`_handle_eagle_family` sets them so for top-k 1,
+/// `arg_groups/speculative_hook.py:1255-1266`), `2 × (K + 1)`.
+fn decode_reserve(spec: Speculative) -> u64 {
+    let steps = spec.tokens;
+    let draft_tokens = steps.saturating_add(1);
+    steps.max(draft_tokens).saturating_mul(2)
+}
+
+const DRAFTING: DraftRules = DraftRules {
+    mtp_model_types: MTP_MODEL_TYPES,
+    mtp_tokens_multiple_of_layers: false,
+    eagle3_targets: None,
+    // The NEXTN model allocates and loads the MTP layers' own embedding and head (freed after
+    // its pool is sized).
+    mtp_shares_embedding_and_head: false,
+    // `hot_token_id`, moved to the device in `init_lm_head`.
+    d2t_on_host: true,
+    // `models/llama_eagle3.py:145-149`.
+    builds_missing_embedding: true,
+    lookahead: decode_reserve,
+};
+
+/// Tokens each request holds beyond its context (0 without a drafter).
+fn lookahead(sizing: &Sizing) -> u64 {
+    sizing.speculative.as_ref().map_or(0, |t| decode_reserve(t.spec))
+}
+
+impl ServingEngine for Sglang {
+    fn engine(&self) -> Engine {
+        Engine::Sglang
+    }
+
+    fn names(&self) -> &'static [&'static str] {
+        &["sglang"]
+    }
+
+    fn modelled_version(&self) -> &'static str {
+        "0.5.23"
+    }
+
+    fn knobs_given(&self, options: &PlanOptions) -> Vec<&'static str> {
+        match options.mem_fraction_static {
+            Some(_) => vec!["mem_fraction_static"],
+            None => Vec::new(),
+        }
+    }
+
+    fn drafting(&self) -> &'static DraftRules {
+        &DRAFTING
+    }
+
+    /// RoPE tables in FP32.
+    fn buffer_bytes(&self, ropes: &[Rope], _compute: ComputeDtype) -> u64 {
+        memory::rope_table_bytes(ropes)
+    }
+
+    /// A window apart only in the hybrid SWA pool; else every layer holds every token.
+    fn keeps_windows(&self, model: &Model) -> bool {
+        model.sglang_hybrid_swa
+    }
+
+    /// `mem_fraction_static` of it.
+    fn usable(&self, options: &PlanOptions, capacity: u64) -> u64 {
+        memory::fraction(options, capacity, options.tensor_parallel_degree()).of(capacity)
+    }
+
+    fn budget_share(&self, options: &PlanOptions, capacity: u64) -> f64 {
+        memory::fraction(options, capacity, options.tensor_parallel_degree()).into()
+    }
+
+    /// Activations live in the share `mem_fraction_static` leaves out; a drafter's decode
+    /// reserve adds tokens to every request.
+    fn rank_terms(&self, sizing: &Sizing, rank_weights: u64, context: u64, _target: &Target) -> Option<[u64; 5]> {
+        let cache = sizing.kv(context.saturating_add(lookahead(sizing)), true);
+        Some([rank_weights, sizing.buffers, cache, 0, 0])
+    }
+
+    fn cache_use(&self, sizing: &Sizing, context: u64, _target: &Target) -> Vec<(Option<u64>, u64)> {
+        exact_cache_use(sizing, context, context.saturating_add(lookahead(sizing)))
+    }
+
+    fn capacity(&self, sizing: &Sizing, pool_bytes: u64, _target: &Target) -> (Option<u64>, Option<f64>) {
+        // Bytes a token costs the full pool and, for a hybrid SWA model, the SWA pool.
+        let per_token = |windowed: bool| {
+            sizing
+                .caches
+                .iter()
+                .filter(|c| !c.kind.is_state() && c.cap.is_some() == windowed)
+                .map(|c| c.per_token_rank.saturating_mul(c.layers))
+                .fold(0u64, u64::saturating_add)
+        };
+        // A drafter's layers cost the full pool what SGLang estimates for them.
+        let full = match sizing.speculative {
+            Some(_) => speculative::sglang_cell(sizing).saturating_sub(per_token(true)),
+            None => per_token(false),
+        };
+        // A Mamba or linear-attention model's state slots take their share first.
+        let state: u64 = sizing
+            .caches
+            .iter()
+            .filter(|c| c.kind.is_state())
+            .map(|c| c.per_sequence_rank.saturating_mul(c.layers))
+            .fold(0u64, u64::saturating_add);
+        let kv_bytes = pool_bytes.saturating_sub(memory::state_pool_bytes(pool_bytes, state));
+        let held = sizing.context.saturating_add(lookahead(sizing));
+        let per_request = sizing.kv(held, true) / sizing.sequences.max(1);
+        (
+            memory::pool_tokens(kv_bytes, full, per_token(true)),
+            (per_request > 0).then(|| pool_bytes as f64 / per_request as f64),
+        )
+    }
+
+    /// The decode reserve's cache.
+    fn draft_overheads(&self, sizing: &Sizing, _target: &Target) -> (u64, u64) {
+        let context = sizing.context;
+        let with = sizing.kv(context.saturating_add(lookahead(sizing)), true);
+        (with.saturating_sub(sizing.kv(context, true)), 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::SpeculativeMethod;
+
+    #[test]
+    fn sglang_reserves_twice_the_draft_tokens_a_step() {
+        // eagle3:3 → 3 steps, top-k 1, 4 draft tokens: 2 × max(3, 4) = 8.
+        let spec = Speculative {
+            method: SpeculativeMethod::Eagle3,
+            tokens: 3,
+        };
+        assert_eq!(decode_reserve(spec), 8);
+    }
+}

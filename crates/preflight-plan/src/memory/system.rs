@@ -1,0 +1,231 @@
+//! Every artifact together on the devices: each device holds one rank of every artifact,
+//! the smallest decides, and the longest context that fits is searched on the exact figures.
+
+use super::Sizing;
+use crate::options::{DeviceGroup, Devices, MemoryEngine, PlanOptions};
+use crate::verdict::{ArtifactMemory, DeviceMemory, Format, LimitedBy, Memory, RankMemory};
+
+/// What a plan is held against on one device: the engine, and the device it names.
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    pub engine: MemoryEngine,
+    pub options: &'a PlanOptions,
+    pub device: Option<&'a DeviceGroup>,
+}
+
+impl Target<'_> {
+    /// Usable bytes of a device: engines budget from what CUDA reports of it (an "80 GB"
+    /// H100 shows 79.19 GiB), where that was measured, else from its capacity — the share
+    /// the engine lets the plan fill (vLLM's `gpu_memory_utilization`, SGLang's
+    /// `mem_fraction_static`, all of it for llama.cpp).
+    pub(crate) fn usable_of(&self, group: &DeviceGroup) -> u64 {
+        let capacity = group.cuda_visible_bytes.unwrap_or(group.capacity_bytes);
+        self.engine.unit().usable(self.options, capacity)
+    }
+}
+
+/// The engine the system is planned for: as the options say, else by the artifacts' formats.
+pub fn engine_for(options: &PlanOptions, formats: &[Format]) -> MemoryEngine {
+    options.engine_for(!formats.is_empty() && formats.iter().all(|f| *f == Format::Gguf))
+}
+
+/// What one device holds at `context` (each artifact's own when `None`): one rank of every
+/// artifact, whichever replica it belongs to; `None` when some artifact cannot be split.
+fn held_per_rank(sizings: &[&Sizing], context: Option<u64>, target: &Target) -> Option<RankMemory> {
+    let mut held = RankMemory {
+        tensor_parallel: target.options.tensor_parallel_degree(),
+        weights_bytes: 0,
+        buffers_bytes: 0,
+        kv_cache_bytes: 0,
+        activation_bytes: 0,
+        non_torch_bytes: 0,
+        total_bytes: 0,
+    };
+    for sizing in sizings {
+        let rank = sizing.rank(context.unwrap_or(sizing.context), target)?;
+        held.weights_bytes = held.weights_bytes.saturating_add(rank.weights_bytes);
+        held.buffers_bytes = held.buffers_bytes.saturating_add(rank.buffers_bytes);
+        held.kv_cache_bytes = held.kv_cache_bytes.saturating_add(rank.kv_cache_bytes);
+        held.activation_bytes = held.activation_bytes.saturating_add(rank.activation_bytes);
+        held.non_torch_bytes = held.non_torch_bytes.saturating_add(rank.non_torch_bytes);
+        held.total_bytes = held.total_bytes.saturating_add(rank.total_bytes);
+    }
+    Some(held)
+}
+
+/// Whether the system fits its devices at the planned context, as placement asks it of each
+/// candidate count: one rank's memory against the smallest device, and nothing else — no
+/// report, no longest-context search. `None` when some artifact cannot be split.
+pub fn fits_as_planned(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) -> Option<bool> {
+    let smallest = options.devices.as_ref()?.smallest()?;
+    let target = Target {
+        engine,
+        options,
+        device: Some(smallest),
+    };
+    let held = held_per_rank(sizings, None, &target)?;
+    let fits = held.total_bytes <= target.usable_of(smallest);
+    // A refused architecture's weights are a lower bound: they prove a misfit, never a fit.
+    match fits && sizings.iter().any(|s| s.lower_bound) {
+        true => None,
+        false => Some(fits),
+    }
+}
+
+/// Share of usable bytes under which a plan that fits is called tight.
+const TIGHT_FIT_PERCENT: u64 = 5;
+
+/// The system's memory: every artifact on the same devices at the same tensor-parallel
+/// degree, each device holding one rank of every artifact. Returns the block, and a
+/// `memory.tight_fit` finding's detail when a plan fits with little to spare.
+pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) -> (Memory, Option<String>) {
+    // Figures that cannot prove a fit: a refused architecture's, or ones beside a blocking finding.
+    let refused = sizings.iter().any(|s| s.lower_bound || s.untrusted);
+    // A refused architecture's device rows are lower bounds: never marked as fitting. Rows
+    // beside a blocking finding are the model's own figures and say what they say; only the
+    // system's verdict withholds the fit they cannot prove.
+    let lower_bound = sizings.iter().any(|s| s.lower_bound);
+    let devices = options.devices.as_ref();
+    // The smallest device decides (every device holds one rank of everything).
+    let smallest: Option<&DeviceGroup> = devices.and_then(Devices::smallest);
+    let target = Target {
+        engine,
+        options,
+        device: smallest,
+    };
+    let reports: Vec<ArtifactMemory> = sizings.iter().map(|s| s.report(&target)).collect();
+    let sum = |f: fn(&ArtifactMemory) -> u64| reports.iter().fold(0u64, |acc, r| acc.saturating_add(f(r)));
+    let per_rank_at = |context: Option<u64>, target: &Target| held_per_rank(sizings, context, target);
+    let per_rank = per_rank_at(None, &target);
+    let mut per_device = Vec::new();
+    let mut max_context_that_fits = None;
+    let mut max_context_limited_by = None;
+    let (mut kv_pool_bytes, mut kv_pool_tokens, mut max_concurrency) = (None, None, None);
+    if let (Some(devices), Some(held)) = (devices, &per_rank) {
+        for group in devices.groups() {
+            let target = Target {
+                device: Some(group),
+                ..target
+            };
+            let usable_bytes = target.usable_of(group);
+            let device = DeviceMemory {
+                device: group.name.clone(),
+                capacity_bytes: group.capacity_bytes,
+                usable_bytes,
+                weights_bytes: held.weights_bytes,
+                buffers_bytes: held.buffers_bytes,
+                kv_cache_bytes: held.kv_cache_bytes,
+                activation_bytes: held.activation_bytes,
+                non_torch_bytes: held.non_torch_bytes,
+                total_bytes: held.total_bytes,
+                headroom_bytes: i64::try_from(i128::from(usable_bytes) - i128::from(held.total_bytes))
+                    .unwrap_or(i64::MIN),
+                fits: !lower_bound && held.total_bytes <= usable_bytes,
+            };
+            per_device.extend((0..group.count).map(|_| device.clone()));
+        }
+        let usable = smallest.map_or(0, |g| target.usable_of(g));
+        // What the engine would give its KV pool: its budget less everything else it holds.
+        let pool = usable.checked_sub(held.total_bytes.saturating_sub(held.kv_cache_bytes));
+        if engine.unit().reports_pool() {
+            kv_pool_bytes = Some(pool.unwrap_or(0));
+        }
+        if let ([sizing], Some(pool)) = (sizings, pool)
+            && !refused
+        {
+            (kv_pool_tokens, max_concurrency) = engine.unit().capacity(sizing, pool, &target);
+        }
+        let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
+        let fits_at = |context: u64| per_rank_at(Some(context), &target).is_some_and(|r| r.total_bytes <= usable);
+        if !refused {
+            let fitting = largest_passing(longest, fits_at);
+            max_context_that_fits = Some(fitting);
+            max_context_limited_by = Some(match fitting == longest {
+                true => LimitedBy::Model,
+                false => LimitedBy::Memory,
+            });
+        }
+    }
+    let all_fit = per_device.iter().all(|d| d.total_bytes <= d.usable_bytes);
+    // A refused artifact's figures are lower bounds: they can prove a plan does not fit,
+    // never that it does.
+    let fits = match (per_device.is_empty(), refused, all_fit) {
+        (true, _, _) => None,
+        (false, true, true) => None,
+        (false, _, all_fit) => Some(all_fit),
+    };
+    let tight = per_device
+        .iter()
+        .filter(|d| d.fits && i128::from(d.headroom_bytes) * 100 < i128::from(d.usable_bytes) * i128::from(TIGHT_FIT_PERCENT))
+        .min_by_key(|d| d.headroom_bytes)
+        .map(|d| {
+            format!(
+                "{} fits with {} to spare of its {} usable, under {TIGHT_FIT_PERCENT}%: a longer prompt, a larger batch or another engine version may not",
+                d.device,
+                crate::findings::size(u64::try_from(d.headroom_bytes).unwrap_or(0)),
+                crate::findings::size(d.usable_bytes)
+            )
+        });
+    let memory = Memory {
+        engine: engine.runtime(),
+        sequences: options.sequences.unwrap_or(1),
+        tensor_parallel: options.tensor_parallel_degree(),
+        data_parallel: options.data_parallel_degree(),
+        expert_parallel: options.expert_parallel_degree(engine),
+        gpu_utilization: engine
+            .unit()
+            .budget_share(options, smallest.map_or(0, |g| g.capacity_bytes)),
+        weights_bytes: sum(|r| r.weights_bytes),
+        buffers_bytes: sum(|r| r.buffers_bytes),
+        kv_cache_bytes_per_token: sum(|r| r.kv_cache_bytes_per_token),
+        kv_cache_bytes: sum(|r| r.kv_cache_bytes),
+        activation_bytes: sum(|r| r.activation_bytes),
+        non_torch_bytes: sum(|r| r.non_torch_bytes),
+        total_bytes: sum(|r| r.total_bytes),
+        per_rank,
+        kv_pool_bytes,
+        kv_pool_tokens,
+        max_concurrency,
+        per_device,
+        fits,
+        does_not_run: None,
+        max_context_that_fits,
+        max_context_limited_by,
+        throughput_bounds: None,
+    };
+    (memory, tight)
+}
+
+/// The largest `n` in `1..=upper` with `passes(n)`, or 0 when none does, for a `passes`
+/// that holds up to some point and fails after it (memory only grows with context).
+/// Binary search over the exact function, so sliding windows are honoured, not assumed away.
+pub fn largest_passing(upper: u64, passes: impl Fn(u64) -> bool) -> u64 {
+    // Nothing fits at all is common (a device too small) and costs one try, not a search.
+    if upper == 0 || !passes(1) {
+        return 0;
+    }
+    let (mut lo, mut hi) = (1u64, upper);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if passes(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn largest_passing_finds_the_boundary() {
+        for boundary in [0u64, 1, 2, 7, 1000, 4095, 4096] {
+            assert_eq!(largest_passing(4096, |n| n <= boundary), boundary.min(4096));
+        }
+        assert_eq!(largest_passing(u64::MAX, |n| n < u64::MAX), u64::MAX - 1);
+        assert_eq!(largest_passing(0, |_| true), 0);
+    }
+}
