@@ -102,8 +102,9 @@ pub struct ServeArgs {
     pub hub_endpoint: String,
 
     /// Hosts the Hub may redirect reads to besides its own (its CDNs): names, or `.domain` for
-    /// a domain and its subdomains. A redirect anywhere else is refused (design §7: the server
-    /// reads nothing outside its Hub).
+    /// a domain and its subdomains, either with `:port` — without one, only the scheme's
+    /// default port (a fixture Hub's CDN on loopback: `127.0.0.1:PORT`). A redirect anywhere
+    /// else is refused (design §7: the server reads nothing outside its Hub).
     #[arg(
         long,
         env = "PREFLIGHT_HUB_REDIRECT_HOSTS",

@@ -169,6 +169,33 @@ async fn upstream_answers_become_honest_statuses() {
     assert_eq!(s.counts().plans, 0, "nothing was planned from a failed read");
 }
 
+/// Issue 27: a service whose `--hub-redirect-hosts` names the CDN's host but not its port
+/// (the fixture Hub's CDN listens on another loopback port) answered 502 "redirect to
+/// 127.0.0.1 refused", which never said which port, nor how to allow it.
+#[tokio::test]
+async fn a_refused_redirect_names_the_port_and_the_flag_that_allows_it() {
+    let hub = crate::support::hub().await;
+    let cdn = hub.cdn_url().trim_start_matches("http://").to_owned();
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut args = crate::support::args(&hub, data.path(), &[]);
+    args.hub_redirect_hosts = vec![".hf.co".into(), "127.0.0.1".into()];
+    let state = preflight_server::state(&args).expect("state");
+    let app = preflight_server::app(state);
+    let body = json!({ "sources": ["hf://Qwen/Qwen3-0.6B"] }).to_string();
+    let (status, _, v) = send(&app, Request::post("/v1/plan").body(Body::from(body)).expect("request")).await;
+    assert_eq!(
+        (status, v["error"]["code"].as_str()),
+        (StatusCode::BAD_GATEWAY, Some("upstream_failed")),
+        "{v}"
+    );
+    let message = v["error"]["message"].as_str().expect("message");
+    assert!(message.contains(&format!("redirect to {cdn} refused")), "{message}");
+    assert!(
+        message.contains(&format!("list {cdn} in --hub-redirect-hosts")),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn header_bytes_past_the_per_plan_cap_are_413_and_nothing_is_stored() {
     let s = server(&["--max-header-bytes", "1000000"]).await;

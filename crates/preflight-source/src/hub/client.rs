@@ -397,6 +397,30 @@ impl HubClient {
         })
     }
 
+    /// Why [`Self::may_redirect_to`] refused a redirect, naming what an operator would have
+    /// to allow: the host **with its port** (another port of an allowed host is refused too,
+    /// and a message naming the host alone hides why).
+    fn redirect_refusal(&self, url: &Url) -> String {
+        let (Some(host), "http" | "https") = (url.host_str(), url.scheme()) else {
+            return format!("redirect to {url} refused: not an http(s) URL");
+        };
+        if url.scheme() != self.endpoint.scheme() {
+            return format!(
+                "redirect to {} refused: the Hub is reached over {} and a redirect must keep to it",
+                url.origin().ascii_serialization(),
+                self.endpoint.scheme()
+            );
+        }
+        let target = match url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
+        format!(
+            "redirect to {target} refused: neither the Hub's origin nor an allowed redirect host \
+             (to allow it, list {target} in --hub-redirect-hosts / PREFLIGHT_HUB_REDIRECT_HOSTS)"
+        )
+    }
+
     /// One logical request: redirects followed by hand, the token kept on the Hub's origin.
     async fn send_once_following(
         &self,
@@ -439,10 +463,7 @@ impl HubClient {
             if !self.may_redirect_to(&next) {
                 return Err(HubError::Protocol {
                     url: url.to_string(),
-                    detail: format!(
-                        "redirect to {} refused: not the Hub's host nor an allowed redirect host",
-                        next.host_str().unwrap_or("?")
-                    ),
+                    detail: self.redirect_refusal(&next),
                 });
             }
             url = next;

@@ -36,8 +36,9 @@ pub struct HubConfig {
     /// Header bytes one plan may read, all artifacts together.
     pub max_header_bytes: u64,
     /// Hosts the Hub may redirect reads to, besides its own: a name, or `.suffix` for a
-    /// domain and its subdomains; anything else is refused, so a redirect can never make the
-    /// service read from an arbitrary address. `None` (the CLI's default): any http(s) host.
+    /// domain and its subdomains, either with `:port` (else only the scheme's default port);
+    /// anything else is refused, so a redirect can never make the service read from an
+    /// arbitrary address. `None` (the CLI's default): any http(s) host.
     pub redirect_hosts: Option<Vec<String>>,
 }
 

@@ -249,10 +249,13 @@ async fn rate_limited_with_a_retry_after_past_the_wait_budget_is_not_waited_out(
 }
 
 /// Hole 10: the redirect allow-list compared hosts only, so a Hub redirect to another port
-/// on an allowed host (here: the Hub's own host) was followed.
+/// on an allowed host (here: the Hub's own host) was followed. The refusal names the host
+/// **and port** it refused and the flag that allows it (issue 27: "redirect to 127.0.0.1
+/// refused" left an operator guessing which port to list).
 #[tokio::test]
 async fn a_redirect_to_another_port_of_an_allowed_host_is_refused() {
     let hub = hub().await; // its CDN listens on 127.0.0.1 too, on another port
+    let cdn = hub.cdn_url().trim_start_matches("http://").to_owned();
     let home = tempfile::tempdir().expect("tempdir");
     let hub_host = hub
         .url()
@@ -268,7 +271,12 @@ async fn a_redirect_to_another_port_of_an_allowed_host_is_refused() {
             .await
             .map(|_| ())
             .expect_err("refused");
-        assert!(err.to_string().contains("refused"), "{hosts:?}: {err}");
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("redirect to {cdn} refused"))
+                && message.contains(&format!("list {cdn} in --hub-redirect-hosts")),
+            "{hosts:?}: {message}"
+        );
         assert!(
             hub.requests().iter().all(|r| r.origin == Origin::Hub),
             "{hosts:?}: nothing was read from the other port"
