@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use preflight_formats::facts::GgufFile;
 use preflight_formats::gguf::{self, HeaderIssue, IssueKind, Value};
 
-use crate::config::{Grade, MAX_LAYERS};
 use crate::families::{self, Placement, ShapeRule, llama_cpp, pattern_matches};
 use crate::findings::{Code, Findings};
+use crate::gguf_reader::{GgufReader, as_u64, uint};
 use crate::memory::WeightsLayout;
 use crate::model::Model;
 use crate::tensors::{self, DtypeNames, FastMap, Kind, Position, Record, ShapeCheck, ShapeId, Shapes};
@@ -493,185 +493,13 @@ fn understand(
         return None;
     };
     let gguf = family.gguf.as_ref()?;
-    let mut reader = GgufReader {
-        kv,
-        prefix: format!("{arch_name}."),
-        findings,
-    };
+    let mut reader = GgufReader::new(kv, arch_name, findings);
     reader.grade(gguf.keys);
     let mut normalized = (gguf.normalize)(model_type, &mut reader)?;
     normalized.model = normalized
         .model
         .checked(|key| format!("{arch_name}.{}", key.gguf), findings)?;
     Some((family, normalized))
-}
-
-/// A family's view of a GGUF's key/values under `<arch>.`: typed reads whose absence or
-/// ill type is a finding, as [`crate::config::ConfigReader`] is for config.json.
-pub struct GgufReader<'a> {
-    kv: &'a BTreeMap<String, Value>,
-    prefix: String,
-    pub findings: &'a mut Findings,
-}
-
-impl GgufReader<'_> {
-    fn key(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
-    }
-
-    /// Whether the architecture's namespace has the key, of any type.
-    pub fn has(&self, key: &str) -> bool {
-        self.kv.contains_key(&self.key(key))
-    }
-
-    /// A value the planner reads and does not model: refused with a finding naming the key.
-    pub fn unsupported(&mut self, key: &str, detail: impl Into<String>) {
-        let full = self.key(key);
-        let observed = self.kv.get(&full).and_then(|v| match v {
-            Value::UInt(n) => Some(serde_json::Value::from(*n)),
-            Value::Int(n) => Some(serde_json::Value::from(*n)),
-            Value::Bool(b) => Some(serde_json::Value::from(*b)),
-            _ => None,
-        });
-        let finding = self.findings.push(Code::ConfigUnsupportedValue, full, detail);
-        finding.observed = observed;
-    }
-
-    /// Grade every key: the architecture's namespace against llama.cpp's common keys and
-    /// the family's own; other namespaces only as metadata.
-    fn grade(&mut self, family_keys: &[(&str, Grade)]) {
-        for key in self.kv.keys() {
-            let (graded, rest) = match key.strip_prefix(self.prefix.as_str()) {
-                Some(rest) => (
-                    llama_cpp::KEYS.iter().chain(family_keys).any(|(k, _)| *k == rest),
-                    Some(rest),
-                ),
-                None => (
-                    llama_cpp::METADATA_NAMESPACES.iter().any(|ns| key.starts_with(ns)),
-                    None,
-                ),
-            };
-            if graded {
-                continue;
-            }
-            // A key llama.cpp's loader for this architecture never reads cannot change what
-            // it computes (`data/llamacpp_keys.json`).
-            let arch = self.prefix.trim_end_matches('.');
-            if rest.and_then(|rest| crate::config_keys::llama_cpp_reads(arch, rest)) == Some(false) {
-                self.findings.push(
-                    Code::GgufIgnoredKey,
-                    key.clone(),
-                    format!("llama.cpp's loader for `{arch}` never reads it; it cannot change what llama.cpp computes"),
-                );
-                continue;
-            }
-            self.findings.push(
-                Code::GgufUnknownKey,
-                key.clone(),
-                "read by llama.cpp's loader and not modelled by the planner; it may change what the model computes",
-            );
-        }
-    }
-
-    /// An optional unsigned value under the architecture's namespace.
-    pub fn opt(&self, key: &str) -> Option<u64> {
-        uint(self.kv, &self.key(key))
-    }
-
-    /// A required positive value; absence is a finding.
-    pub fn required(&mut self, key: &str) -> Option<u64> {
-        let full = self.key(key);
-        let value = uint(self.kv, &full).filter(|n| *n > 0);
-        if value.is_none() {
-            self.findings
-                .push(Code::GgufMissingKey, full, "required to know the architecture");
-        }
-        value
-    }
-
-    /// A layer count, bounded as config layer counts are.
-    pub fn layers(&mut self, key: &str) -> Option<u64> {
-        let n = self.required(key)?;
-        if n > MAX_LAYERS {
-            let full = self.key(key);
-            self.findings.push(
-                Code::GgufMissingKey,
-                full,
-                format!("more than {MAX_LAYERS} blocks is not a real model"),
-            );
-            return None;
-        }
-        Some(n)
-    }
-
-    /// A per-layer value: one number for every layer, or an array of one per layer. An array
-    /// of another length, or of anything but integers, is a finding (and reads as absent).
-    pub fn per_layer(&mut self, key: &str, layers: u64) -> Option<Vec<u64>> {
-        let full = self.key(key);
-        match self.kv.get(&full)? {
-            Value::Array(values) => {
-                let read: Option<Vec<u64>> = values.iter().map(as_u64).collect();
-                let found = values.len();
-                let valid = read.filter(|v| v.len() as u64 == layers);
-                if valid.is_none() {
-                    self.findings.push(
-                        Code::ConfigInvalidValue,
-                        full,
-                        format!("expected one integer per block ({layers}); found {found} values"),
-                    );
-                }
-                valid
-            }
-            _ => self.opt(key).map(|n| vec![n; layers as usize]),
-        }
-    }
-
-    /// A per-layer flag (`get_key_or_arr` into a `bool` array): one bool for every layer, or an
-    /// array of one per layer. `None` when absent; an array of another length, or of anything
-    /// but bools, is a finding (and reads as absent).
-    pub fn per_layer_flags(&mut self, key: &str, layers: u64) -> Option<Vec<bool>> {
-        let full = self.key(key);
-        let flags: Option<Vec<bool>> = match self.kv.get(&full)? {
-            Value::Bool(b) => Some(vec![*b; layers as usize]),
-            Value::Array(values) => values
-                .iter()
-                .map(|v| match v {
-                    Value::Bool(b) => Some(*b),
-                    _ => None,
-                })
-                .collect::<Option<Vec<bool>>>()
-                .filter(|v| v.len() as u64 == layers),
-            _ => None,
-        };
-        if flags.is_none() {
-            self.findings.push(
-                Code::ConfigInvalidValue,
-                full,
-                format!("expected one bool per block ({layers})"),
-            );
-        }
-        flags
-    }
-
-    /// The vocabulary: `<arch>.vocab_size`, else the tokenizer's token count.
-    pub fn vocab(&mut self) -> Option<u64> {
-        let vocab = self
-            .opt("vocab_size")
-            .or_else(|| match self.kv.get("tokenizer.ggml.tokens") {
-                Some(Value::SkippedArray { len, .. }) => Some(*len),
-                Some(Value::Array(a)) => Some(a.len() as u64),
-                _ => None,
-            });
-        if vocab.is_none() {
-            let full = self.key("vocab_size");
-            self.findings.push(
-                Code::GgufMissingKey,
-                full,
-                "neither the vocab size nor the token list is present",
-            );
-        }
-        vocab
-    }
 }
 
 fn issue_findings(part: &GgufFile, findings: &mut Findings) {
@@ -722,18 +550,6 @@ fn issue_findings(part: &GgufFile, findings: &mut Findings) {
                 );
             }
         }
-    }
-}
-
-fn uint(kv: &BTreeMap<String, Value>, key: &str) -> Option<u64> {
-    as_u64(kv.get(key)?)
-}
-
-fn as_u64(value: &Value) -> Option<u64> {
-    match value {
-        Value::UInt(n) => Some(*n),
-        Value::Int(n) => u64::try_from(*n).ok(),
-        _ => None,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod findings;
 #[doc(hidden)]
 pub mod fuzz;
 mod gguf;
+mod gguf_reader;
 mod memory;
 pub mod model;
 pub mod options;

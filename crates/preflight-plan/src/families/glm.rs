@@ -112,7 +112,7 @@ pub static GLM4_MOE: Family = Family {
     // llama.cpp `glm4moe` (llama-model.cpp `LLM_ARCH_GLM4_MOE` hparams): every key it reads
     // (expert_feed_forward_length, expert_count/used/shared, leading_dense_block_count,
     // expert_weights_scale/norm, expert_gating_func, rope.dimension_sections,
-    // nextn_predict_layers) is one of llama_cpp::KEYS; the nextn block's own tensors are
+    // nextn_predict_layers) is one of gguf_reader::KEYS; the nextn block's own tensors are
     // `blk.N.nextn.*` (LLM_TENSOR_NEXTN_*).
     gguf: Some(Gguf {
         architectures: &[("glm4moe", "glm4_moe")],

@@ -4,63 +4,6 @@
 //! their [`super::Gguf`] and call [`read_decoder`].
 
 use super::*;
-use crate::config::Grade::{Consumed, Metadata, Numerics};
-
-/// Keys under `<arch>.` any family may carry.
-pub const KEYS: &[(&str, Grade)] = &[
-    ("context_length", Consumed),
-    ("embedding_length", Consumed),
-    ("block_count", Consumed),
-    ("feed_forward_length", Consumed),
-    ("expert_feed_forward_length", Consumed),
-    ("expert_shared_feed_forward_length", Consumed),
-    ("leading_dense_block_count", Consumed),
-    ("expert_count", Consumed),
-    ("expert_used_count", Consumed),
-    ("expert_shared_count", Consumed),
-    ("vocab_size", Consumed),
-    ("nextn_predict_layers", Consumed),
-    ("attention.head_count", Consumed),
-    ("attention.head_count_kv", Consumed),
-    ("attention.key_length", Consumed),
-    ("attention.value_length", Consumed),
-    ("attention.sliding_window", Consumed),
-    ("attention.sliding_window_pattern", Consumed),
-    ("attention.causal", Consumed),
-    ("rope.dimension_count", Consumed),
-    ("attention.layer_norm_epsilon", Numerics),
-    ("attention.layer_norm_rms_epsilon", Numerics),
-    ("attention.clamp_kqv", Numerics),
-    ("attention.max_alibi_bias", Numerics),
-    ("attention.scale", Numerics),
-    ("attn_logit_softcapping", Numerics),
-    ("final_logit_softcapping", Numerics),
-    ("logit_scale", Numerics),
-    ("embedding_scale", Numerics),
-    ("residual_scale", Numerics),
-    ("expert_weights_scale", Numerics),
-    ("expert_weights_norm", Numerics),
-    ("expert_gating_func", Numerics),
-    ("expert_group_count", Numerics),
-    ("expert_group_used_count", Numerics),
-    ("rope.freq_base", Numerics),
-    ("rope.scale_linear", Numerics),
-    ("rope.dimension_sections", Numerics),
-    ("rope.scaling.type", Numerics),
-    ("rope.scaling.factor", Numerics),
-    ("rope.scaling.attn_factor", Numerics),
-    ("rope.scaling.original_context_length", Numerics),
-    ("rope.scaling.finetuned", Numerics),
-    ("rope.scaling.yarn_log_multiplier", Numerics),
-    ("rope.scaling.yarn_beta_fast", Numerics),
-    ("rope.scaling.yarn_beta_slow", Numerics),
-    ("use_parallel_residual", Numerics),
-    ("tensor_data_layout", Metadata),
-    ("pooling_type", Numerics),
-];
-
-/// Namespaces that never affect shape or memory (identity, tokenizer, quantizer records).
-pub const METADATA_NAMESPACES: &[&str] = &["general.", "tokenizer.", "quantize.", "split."];
 
 /// llama.cpp's tensor names (numeric segments as `N`) and their components.
 pub const TENSORS: &[TensorGroup] = &[

@@ -27,7 +27,7 @@ mod qwen3_vl;
 mod step3p7;
 
 use crate::config::{ConfigReader, Grade};
-use crate::gguf::GgufReader;
+use crate::gguf_reader::GgufReader;
 use crate::model::{EncoderProfile, LlamaCppGraph, Mixer, Model, Rope, RopeScaling, Span, StateDtype};
 pub use crate::verdict::Component;
 use crate::verdict::Moe;
@@ -95,7 +95,7 @@ pub struct Wrapper {
 pub struct Gguf {
     /// `general.architecture` values and the transformers `model_type` each stands for.
     pub architectures: &'static [(&'static str, &'static str)],
-    /// Keys under `<arch>.` beyond [`llama_cpp::KEYS`].
+    /// Keys under `<arch>.` beyond [`crate::gguf_reader::KEYS`].
     pub keys: &'static [(&'static str, Grade)],
     /// llama.cpp tensor names beyond [`llama_cpp::TENSORS`].
     pub tensors: &'static [TensorGroup],

@@ -518,28 +518,27 @@ fn a_device_given_by_size_reads_as_a_size() {
 #[test]
 fn compare_refuses_more_values_than_it_plans_side_by_side() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let many = |n: usize| (1..=n).map(|k| format!("{}k", k)).collect::<Vec<_>>().join(",");
-    let flood = llama_8b(
-        &dir,
-        &[
-            "--devices",
-            "h100-80gb:1",
-            "--compare",
-            &format!("context={}", many(10_000)),
-        ],
-    );
+    let kv_dtypes = |n: usize| {
+        ["auto", "fp8", "bf16", "f16"]
+            .iter()
+            .cycle()
+            .take(n)
+            .copied()
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let plan = |n: usize| {
+        let compare = format!("kv-dtype={}", kv_dtypes(n));
+        llama_8b(
+            &dir,
+            &["--devices", "h100-80gb:1", "--context", "8k", "--compare", &compare],
+        )
+    };
+    let flood = plan(10_000);
     assert_eq!(flood.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&flood.stderr);
     assert!(stderr.contains("10000 values; at most 16"), "{stderr}");
-    let capped = llama_8b(
-        &dir,
-        &[
-            "--devices",
-            "h100-80gb:1",
-            "--compare",
-            &format!("context={}", many(16)),
-        ],
-    );
+    let capped = plan(16);
     assert_eq!(
         capped.status.code(),
         Some(0),
