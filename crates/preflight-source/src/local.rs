@@ -6,7 +6,9 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile, SourceRef, StagingStats};
+use preflight_formats::facts::{
+    ArtifactFacts, Content, GgufFile, ListedFile, SafetensorsFile, SourceMeta, SourceRef, StagingStats,
+};
 use preflight_formats::{config, gguf, index, safetensors};
 
 use crate::error::SourceError;
@@ -105,6 +107,14 @@ fn stage_in(path: &Path, roots: Roots<'_>) -> Result<ArtifactFacts, SourceError>
             }
         }
     };
+    // The folder the checkpoint's files sit in: its listing names the files beside the weights.
+    let folder = match meta.is_dir() {
+        true => path,
+        false => path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    };
     Ok(ArtifactFacts {
         source: SourceRef {
             spec: path.display().to_string(),
@@ -114,8 +124,40 @@ fn stage_in(path: &Path, roots: Roots<'_>) -> Result<ArtifactFacts, SourceError>
         config,
         quant_config,
         content,
+        meta: SourceMeta {
+            files: Some(listing(folder, roots)),
+            ..SourceMeta::default()
+        },
         staging: stats,
     })
+}
+
+/// A folder's files (not its subfolders), sorted, with their sizes; reads confined to roots
+/// list only what resolves under one (a symlink out of a root is not even sized).
+fn listing(dir: &Path, roots: Roots<'_>) -> Vec<ListedFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<ListedFile> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let path = entry.path();
+            let inside = match roots {
+                Roots::Anywhere => true,
+                Roots::Under(roots) => path
+                    .canonicalize()
+                    .is_ok_and(|real| roots.iter().any(|root| real.starts_with(root))),
+            };
+            // Follows symlinks, as a snapshot's point into the cache's blobs.
+            let meta = std::fs::metadata(&path).ok().filter(|m| inside && m.is_file())?;
+            Some(ListedFile {
+                name: entry.file_name().to_str()?.to_owned(),
+                size: Some(meta.len()),
+            })
+        })
+        .collect();
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    files
 }
 
 fn not_a_checkpoint(path: &Path, reason: &str) -> SourceError {
