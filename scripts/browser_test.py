@@ -431,6 +431,10 @@ class Suite:
         check("Qwen/Qwen3-30B-A3B" in p.text("#verdict-heading"), "repo in the heading")
         check(p.text("code.commit") == commit[:12] and p.attr("code.commit", "title") == commit, f"commit {commit[:12]} shown")
         check(p.attr("[data-pinned]", "data-pinned") == "false", "an unpinned source says so")
+        # Before a download: the card's licence, the gating, remote code, the size.
+        check(p.text("#licence") == "other" and p.attr("#gated", "data-gated") == "false", "licence and gating shown")
+        check(p.attr("#remote-code", "data-required") == "false", "no remote code")
+        check(p.text("#download").endswith("GiB"), f"download size shown: {p.text('#download')!r}")
         check(p.attr("#cached-marker", "data-cached") == "false" and p.text("#cached-marker") == "Planned now", "a first plan is not cached")
         article = p.text("#result")
         for expected in ["qwen3_moe", "48", "128 experts, 8 active per token", "48 full", "40,960 tokens", "151,936"]:

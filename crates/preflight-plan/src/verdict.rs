@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+pub use preflight_formats::facts::Gated;
 use preflight_formats::facts::{SourceRef, StagingStats};
 use serde::{Deserialize, Serialize};
 
@@ -72,7 +73,7 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactVerdict {
     pub name: String,
-    pub source: SourceRef,
+    pub source: Source,
     pub format: Format,
     /// Absent when the architecture could not be established (see findings).
     pub architecture: Option<Architecture>,
@@ -87,6 +88,53 @@ pub struct ArtifactVerdict {
     /// Whether each engine would run it (on the named devices, when any are named).
     pub runtimes: Runtimes,
     pub findings: Vec<Finding>,
+}
+
+/// Where an artifact came from — the source as this request names it (`spec`, `repo`,
+/// `revision`, `commit`, `pinned`) — and what it asks of whoever downloads it: the card's
+/// licence, the Hub's gating, whether loading runs the repo's own code, and the bytes an
+/// engine fetches. `null` is unknown (a local folder has no card or gating).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    #[serde(flatten)]
+    pub reference: SourceRef,
+    /// The model card's `license` (the Hub's `cardData.license`).
+    pub license: Option<String>,
+    /// The card's `license_name`: which licence a `license: other` means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_name: Option<String>,
+    /// The Hub's `gated`: `false`, `"auto"` (access granted on request) or `"manual"`
+    /// (requests reviewed by the owners).
+    pub gated: Option<Gated>,
+    pub remote_code: RemoteCode,
+    /// What an engine fetches to serve it: the weight files the plan read (the shards the
+    /// index names, the GGUF's parts — never another copy the repo holds) and, beside
+    /// safetensors, the config, index, generation, tokenizer and processor files the repo has
+    /// and any remote-code module (`source::ENGINE_FILES`). `null` when a size is unknown.
+    pub download_bytes: Option<u64>,
+}
+
+/// Whether loading runs code from the repo: config.json's `auto_map` names modules
+/// transformers imports under `trust_remote_code=True`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteCode {
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<RemoteModule>,
+}
+
+/// One module `auto_map` names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteModule {
+    /// `modeling_deepseek.py`.
+    pub file: String,
+    /// The repo holding it, when `auto_map` names another (`org/name--module.Class`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// The source's own listing has it.
+    pub present: bool,
+    /// The auto classes that load from it (`AutoConfig`, `AutoModelForCausalLM`, …).
+    pub classes: Vec<String>,
 }
 
 /// Each engine's verdict on one artifact (docs/runtimes.md). Keys as the JSON names them.

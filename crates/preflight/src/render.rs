@@ -5,8 +5,8 @@ use std::fmt::Write;
 use crate::term::Paint;
 use crate::units::{bytes, thousands};
 use preflight_plan::{
-    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Releases, Runtimes, Severity,
-    Support, Verdict,
+    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Gated, Memory, Releases, RemoteCode,
+    Runtimes, Severity, Source, Support, Verdict,
 };
 
 /// `8190735360` → `8.19B`.
@@ -83,6 +83,7 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, pa
     };
     let commit = a
         .source
+        .reference
         .commit
         .as_deref()
         .map(|c| format!(" @ {}", &c[..c.len().min(12)]))
@@ -92,6 +93,11 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, pa
         let line = format!("  {label:<14}{value}");
         let _ = writeln!(out, "{}", line.trim_end());
     };
+    // What is asked before a download: licence, gating, the repo's own code, the size.
+    row(out, "source", source_summary(&a.source));
+    if a.source.remote_code.required {
+        row(out, "remote code", remote_code(&a.source.remote_code));
+    }
     if let Some(arch) = &a.architecture {
         row(
             out,
@@ -196,6 +202,58 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, pa
             let _ = writeln!(out, "    {label}{:<31}{}: {}{sides}", f.code, f.subject, f.detail);
         }
     }
+}
+
+/// `licence apache-2.0 · not gated · no remote code · 16.39 GiB to download`: the questions
+/// asked before a download, unknowns said as such.
+fn source_summary(s: &Source) -> String {
+    let licence = match (&s.license, &s.license_name) {
+        (Some(l), Some(name)) if l != name => format!("licence {l} ({name})"),
+        (Some(l), _) => format!("licence {l}"),
+        (None, _) => "licence unknown".to_owned(),
+    };
+    let gated = match s.gated {
+        Some(Gated::No) => "not gated",
+        Some(Gated::Auto) => "gated (access granted on request)",
+        Some(Gated::Manual) => "gated (each request reviewed by the owners)",
+        None => "gating unknown",
+    };
+    let code = match s.remote_code.required {
+        true => "runs remote code",
+        false => "no remote code",
+    };
+    // A Hub source is downloaded; a local one is already here, and loaded.
+    let verb = match s.reference.spec.starts_with("hf://") {
+        true => "to download",
+        false => "to load",
+    };
+    let size = s
+        .download_bytes
+        .map_or_else(|| "size unknown".to_owned(), |n| format!("{} {verb}", bytes(n)));
+    format!("{licence} · {gated} · {code} · {size}")
+}
+
+/// `trust_remote_code imports modeling_x.py (AutoModel), …; not in the repo: …`.
+fn remote_code(code: &RemoteCode) -> String {
+    let modules: Vec<String> = code
+        .modules
+        .iter()
+        .map(|m| {
+            let place = m.repo.as_ref().map(|r| format!(" from {r}")).unwrap_or_default();
+            format!("{}{place} ({})", m.file, m.classes.join(", "))
+        })
+        .collect();
+    let missing: Vec<&str> = code
+        .modules
+        .iter()
+        .filter(|m| !m.present && m.repo.is_none())
+        .map(|m| m.file.as_str())
+        .collect();
+    let missing = match missing.as_slice() {
+        [] => String::new(),
+        files => format!("; not among its files: {}", files.join(", ")),
+    };
+    format!("trust_remote_code imports {}{missing}", modules.join(", "))
 }
 
 /// One artifact's memory: what it takes at the planned context, with the KV working shown.

@@ -33,6 +33,7 @@ mod rope;
 mod runtimes;
 mod sglang_oracle;
 mod sglang_rules;
+mod source;
 mod speculative;
 mod support;
 mod throughput;

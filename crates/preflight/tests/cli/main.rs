@@ -9,6 +9,7 @@ mod hub;
 mod memory;
 mod replicas;
 mod snapshots;
+mod source;
 mod speculative;
 mod support;
 mod terminal;
