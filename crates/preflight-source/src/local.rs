@@ -115,9 +115,12 @@ fn stage_in(path: &Path, roots: Roots<'_>) -> Result<ArtifactFacts, SourceError>
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new(".")),
     };
+    let (repo, commit) = hf_cache_snapshot(path).unzip();
     Ok(ArtifactFacts {
         source: SourceRef {
             spec: path.display().to_string(),
+            repo,
+            commit,
             pinned: false,
             ..SourceRef::default()
         },
@@ -129,6 +132,32 @@ fn stage_in(path: &Path, roots: Roots<'_>) -> Result<ArtifactFacts, SourceError>
             ..SourceMeta::default()
         },
         staging: stats,
+    })
+}
+
+/// `…/models--ORG--NAME/snapshots/COMMIT[/…]`: a folder (or a file inside one) of the HF
+/// cache, which names the repo and the commit it holds — so the verdict can call it
+/// `ORG/NAME` at that commit rather than by the folder's hash. huggingface_hub writes a repo
+/// id's `/` as `--`, and refuses `--` inside a repo id, so the first `--` splits it back.
+pub fn hf_cache_snapshot(path: &Path) -> Option<(String, String)> {
+    let path = std::path::absolute(path).ok()?;
+    let parts: Vec<&str> = path
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(part) => part.to_str(),
+            _ => None,
+        })
+        .collect();
+    parts.windows(3).rev().find_map(|w| {
+        let [folder, snapshots, commit] = w else { return None };
+        let repo = folder.strip_prefix("models--")?;
+        let valid = |s: &str| !s.is_empty() && !s.contains("--");
+        let repo = match repo.split_once("--") {
+            Some((org, name)) if valid(org) && valid(name) => format!("{org}/{name}"),
+            None if valid(repo) => repo.to_owned(),
+            _ => return None,
+        };
+        (*snapshots == "snapshots" && crate::spec::is_commit(commit)).then(|| (repo, (*commit).to_owned()))
     })
 }
 

@@ -7,6 +7,7 @@ mod fixtures;
 mod gate;
 mod hub;
 mod memory;
+mod naming;
 mod replicas;
 mod snapshots;
 mod source;
