@@ -392,7 +392,10 @@ pub struct Architecture {
     pub heads: u64,
     /// The most KV heads any layer has (see `kv_heads_per_layer`).
     pub kv_heads: u64,
-    /// Key (and query) width per head, as declared — not assumed to be hidden/heads.
+    /// Key (and query) width per head, as declared — not assumed to be hidden/heads. Under
+    /// MLA, the config's own `head_dim` when it declares one (GLM-5's 192, which its config
+    /// class replaces), else `qk_nope_head_dim + qk_rope_head_dim`; the widths are in `mla`.
+    /// 0 only for a model with no attention layer.
     pub head_dim: u64,
     /// Value width per head, when it differs from `head_dim` (GGUF `attention.value_length`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -414,6 +417,9 @@ pub struct Architecture {
     pub attention: Vec<Attention>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moe: Option<Moe>,
+    /// Multi-head latent attention's widths, for a model whose layers use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaDims>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<Quantization>,
     /// Multi-token-prediction layers stored after the main stack (DeepSeek's `nextn`).
@@ -484,6 +490,21 @@ pub enum Attention {
     },
     /// No token mixer (an MLP-only block).
     None,
+}
+
+/// Multi-head latent attention's widths as declared: a query and key head is
+/// `qk_nope_head_dim + qk_rope_head_dim` wide, a value head `v_head_dim`; what is cached per
+/// token is the `kv_lora_rank` latent and one `qk_rope_head_dim` rope key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MlaDims {
+    pub kv_lora_rank: u64,
+    /// The query's own low-rank width; `None` when queries are projected directly
+    /// (DeepSeek-V2-Lite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q_lora_rank: Option<u64>,
+    pub qk_nope_head_dim: u64,
+    pub qk_rope_head_dim: u64,
+    pub v_head_dim: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -99,18 +99,39 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, pa
         row(out, "remote code", remote_code(&a.source.remote_code));
     }
     if let Some(arch) = &a.architecture {
+        // A width is shown as declared, never as 0: MLA's beside its head_dim.
+        let head_dim = match (arch.head_dim, &arch.mla) {
+            (0, None) => String::new(),
+            (d, None) => format!(" · head_dim {d}"),
+            (d, Some(mla)) => {
+                let qk = mla.qk_nope_head_dim.saturating_add(mla.qk_rope_head_dim);
+                // A head_dim the config declares apart from the MLA widths (GLM-5's) is shown
+                // as declared, the width a query/key head has beside it.
+                let parts = match d == qk {
+                    true => format!("{d} (qk nope {} + rope {}", mla.qk_nope_head_dim, mla.qk_rope_head_dim),
+                    false => format!(
+                        "{d} as declared (qk {qk} = nope {} + rope {}",
+                        mla.qk_nope_head_dim, mla.qk_rope_head_dim
+                    ),
+                };
+                let q_latent = mla.q_lora_rank.map(|q| format!(", q latent {q}")).unwrap_or_default();
+                format!(
+                    " · head_dim {parts}, v {}, kv latent {}{q_latent})",
+                    mla.v_head_dim, mla.kv_lora_rank
+                )
+            }
+        };
         row(
             out,
             "architecture",
             format!(
-                "{} ({} family) · {} layers · hidden {} · {} heads / {} kv · head_dim {} · vocab {} · context {}",
+                "{} ({} family) · {} layers · hidden {} · {} heads / {} kv{head_dim} · vocab {} · context {}",
                 arch.model_type,
                 arch.family,
                 arch.layers,
                 arch.hidden_size,
                 arch.heads,
                 arch.kv_heads,
-                arch.head_dim,
                 thousands(arch.vocab_size),
                 thousands(arch.context)
             ),

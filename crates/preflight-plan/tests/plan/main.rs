@@ -39,4 +39,5 @@ mod support;
 mod throughput;
 mod vllm_oracle;
 mod weights;
+mod widths;
 mod wrappers;
