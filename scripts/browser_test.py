@@ -453,6 +453,10 @@ class Suite:
         # vLLM budgets 90% of what CUDA shows of an H100 80GB: 79.19 GiB of the 80 GiB bar.
         expected = 90.0 * 85_029_615_042 / 85_899_345_920
         check(abs(fit_line - expected) < 0.01, f"the fit line at 90% of the CUDA-visible total: {fit_line}")
+        # ... and the words say so: 71.27 GiB is 90% of what CUDA sees, not of the 80 GiB.
+        legend = p.text("#usable-legend")
+        check(legend == "┆ usable: 90% of the 79.19 GiB CUDA sees of 80.00 GiB", f"the usable share names what it is of: {legend!r}")
+        check("71.27 GiB usable (90% of the 79.19 GiB CUDA sees of 80.00 GiB)" in p.text(".membar .usable"), f"bar caption: {p.text('.membar .usable')!r}")
         check(p.attr(".membar .bar", "role") == "img" and "fits" in (p.attr(".membar .bar", "aria-label") or ""), "the bar is described for screen readers")
         check(p.attr("#fits", "data-fits") == "true", "fits")
         check("40,960" in p.text("#max-context"), f"largest context that fits: {p.text('#max-context')!r}")

@@ -645,7 +645,11 @@ pub struct DeviceMemory {
     /// Catalogue name, or the capacity in bytes for a device given by size.
     pub device: String,
     pub capacity_bytes: u64,
-    /// `capacity_bytes × gpu_utilization`, rounded down.
+    /// What CUDA reports of the device, where a record measured it (an "80 GB" H100 shows
+    /// 79.19 GiB): the engines budget from this, not from the nominal capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_visible_bytes: Option<u64>,
+    /// `gpu_utilization` × `cuda_visible_bytes` (else `capacity_bytes`), rounded down.
     pub usable_bytes: u64,
     pub weights_bytes: u64,
     /// RoPE tables and other module buffers (see `RankMemory::buffers_bytes`).

@@ -537,9 +537,23 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
     .into_iter()
     .flatten()
     .collect::<String>();
+    // Engines budget from what CUDA sees of a device, not its nominal size: say which.
+    let mut seen: Vec<String> = Vec::new();
+    for d in &m.per_device {
+        if let Some(visible) = d.cuda_visible_bytes.filter(|v| *v != d.capacity_bytes) {
+            let note = format!("{} {} of {}", d.device, bytes(visible), bytes(d.capacity_bytes));
+            if !seen.contains(&note) {
+                seen.push(note);
+            }
+        }
+    }
+    let of = match seen.is_empty() {
+        true => "of each device".to_owned(),
+        false => format!("of what CUDA sees ({})", seen.join(", ")),
+    };
     let _ = writeln!(
         out,
-        "  TP {}{parallel} · {:.0}% of each device usable · bar: █ weights ▓ KV cache ▒ activations ░ free",
+        "  TP {}{parallel} · usable: {:.0}% {of} · bar: █ weights ▓ KV cache ▒ activations ░ free",
         m.tensor_parallel,
         m.gpu_utilization * 100.0
     );
