@@ -431,6 +431,10 @@ class Suite:
         check("Qwen/Qwen3-30B-A3B" in p.text("#verdict-heading"), "repo in the heading")
         check(p.text("code.commit") == commit[:12] and p.attr("code.commit", "title") == commit, f"commit {commit[:12]} shown")
         check(p.attr("[data-pinned]", "data-pinned") == "false", "an unpinned source says so")
+        # Before a download: the card's licence, the gating, remote code, the size.
+        check(p.text("#licence") == "other" and p.attr("#gated", "data-gated") == "false", "licence and gating shown")
+        check(p.attr("#remote-code", "data-required") == "false", "no remote code")
+        check(p.text("#download").endswith("GiB"), f"download size shown: {p.text('#download')!r}")
         check(p.attr("#cached-marker", "data-cached") == "false" and p.text("#cached-marker") == "Planned now", "a first plan is not cached")
         article = p.text("#result")
         for expected in ["qwen3_moe", "48", "128 experts, 8 active per token", "48 full", "40,960 tokens", "151,936"]:
@@ -449,6 +453,10 @@ class Suite:
         # vLLM budgets 90% of what CUDA shows of an H100 80GB: 79.19 GiB of the 80 GiB bar.
         expected = 90.0 * 85_029_615_042 / 85_899_345_920
         check(abs(fit_line - expected) < 0.01, f"the fit line at 90% of the CUDA-visible total: {fit_line}")
+        # ... and the words say so: 71.27 GiB is 90% of what CUDA sees, not of the 80 GiB.
+        legend = p.text("#usable-legend")
+        check(legend == "┆ usable: 90% of the 79.19 GiB CUDA sees of 80.00 GiB", f"the usable share names what it is of: {legend!r}")
+        check("71.27 GiB usable (90% of the 79.19 GiB CUDA sees of 80.00 GiB)" in p.text(".membar .usable"), f"bar caption: {p.text('.membar .usable')!r}")
         check(p.attr(".membar .bar", "role") == "img" and "fits" in (p.attr(".membar .bar", "aria-label") or ""), "the bar is described for screen readers")
         check(p.attr("#fits", "data-fits") == "true", "fits")
         check("40,960" in p.text("#max-context"), f"largest context that fits: {p.text('#max-context')!r}")

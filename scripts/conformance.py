@@ -9,6 +9,9 @@ repos are not served by the fixture Hub), that the client sees what the fixture 
   - model_info(repo).sha == commit, also when asked at that commit;
   - get_safetensors_metadata(repo) per-dtype parameter counts == "elements_by_dtype";
   - list_repo_files(repo) == the files in the fixture tree;
+  - model_info's card_data.license, gated, and (files_metadata=True, the `blobs=true` preflight
+    asks for) every sibling's size are the README's licence, repo.json's gating and the sizes
+    the fixture serves;
   - hf_hub_download(repo, "config.json") returns the fixture's bytes;
   - a ranged read through HfFileSystem returns the fixture's first bytes;
   - gated repos raise GatedRepoError without a token and work with it;
@@ -95,6 +98,29 @@ def fixture_files(root, repo, commit):
     )
 
 
+def fixture_sizes(root, repo, commit):
+    """Each file's size as the Hub serves it: a stub's full size, else its bytes."""
+    base = root / repo / commit
+    stubs_path = base / ".stubs.json"
+    stubs = json.loads(stubs_path.read_text()) if stubs_path.exists() else {}
+    return {f: stubs.get(f, (base / f).stat().st_size) for f in fixture_files(root, repo, commit)}
+
+
+def card_license(root, repo, commit):
+    """`license:` from the README's YAML front matter, as the Hub's cardData has it."""
+    readme = root / repo / commit / "README.md"
+    if not readme.exists():
+        return None
+    text = readme.read_text()
+    if not text.startswith("---\n"):
+        return None
+    for line in text[4:].split("\n---")[0].splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "license":
+            return value.strip()
+    return None
+
+
 def check_repo(api, endpoint, root, token, table, repo, commit, facts):
     """The per-repo rows: identity, parameters, files, download, ranged read, gating."""
     import huggingface_hub as hf
@@ -111,6 +137,15 @@ def check_repo(api, endpoint, root, token, table, repo, commit, facts):
               lambda: api.get_safetensors_metadata(repo, token=auth).parameter_count)
     table.run(repo, "list_repo_files", fixture_files(root, repo, commit),
               lambda: sorted(api.list_repo_files(repo, token=False)))
+    # What preflight reads out of the one model-info request it makes (blobs=true): the
+    # card's licence, the gating, every file's size.
+    table.run(repo, "model_info.card_data.license", card_license(root, repo, commit),
+              lambda: api.model_info(repo, token=False).card_data.license)
+    table.run(repo, "model_info.gated", {False: False, True: "manual"}.get(gated, gated),
+              lambda: api.model_info(repo, token=False).gated)
+    table.run(repo, "model_info(files_metadata) sizes", fixture_sizes(root, repo, commit),
+              lambda: {s.rfilename: s.size for s in api.model_info(
+                  repo, revision=commit, files_metadata=True, token=False).siblings})
 
     config = (root / repo / commit / "config.json").read_bytes()
     with tempfile.TemporaryDirectory() as cache:

@@ -71,6 +71,78 @@ pub struct StagingStats {
     pub header_bytes: u64,
 }
 
+/// The Hub's gating of a repo, written on the wire as the Hub writes it: `false`, `"auto"`
+/// (access granted on request) or `"manual"` (the owners review each request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gated {
+    No,
+    Auto,
+    Manual,
+}
+
+impl Gated {
+    /// The Hub's `gated` value: `false`, `"auto"`, `"manual"` (a plain `true`, which older
+    /// answers carry, is a manual review). Anything else is not a gating this knows.
+    pub fn from_hub(value: &serde_json::Value) -> Option<Gated> {
+        match value {
+            serde_json::Value::Bool(false) => Some(Gated::No),
+            serde_json::Value::Bool(true) => Some(Gated::Manual),
+            serde_json::Value::String(s) if s == "auto" => Some(Gated::Auto),
+            serde_json::Value::String(s) if s == "manual" => Some(Gated::Manual),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for Gated {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Gated::No => serializer.serialize_bool(false),
+            Gated::Auto => serializer.serialize_str("auto"),
+            Gated::Manual => serializer.serialize_str("manual"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Gated {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = serde_json::Value::deserialize(deserializer)?;
+        Gated::from_hub(&value).ok_or_else(|| {
+            serde::de::Error::custom(format_args!("gated must be false, \"auto\" or \"manual\", not {value}"))
+        })
+    }
+}
+
+/// One top-level file of the source, as its listing names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListedFile {
+    pub name: String,
+    /// Bytes, when the listing gives them (the Hub's with `blobs=true`, a directory's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// What a source says about itself beside the checkpoint: the model card's licence, the Hub's
+/// gating, and its top-level files (which the planner needs to name remote code and to size a
+/// download). Nothing here changes a figure of the plan. Each part is `None` when the source
+/// cannot say (a local folder has no gating; a snapshot planned from the HF cache without a
+/// request has no card).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceMeta {
+    /// The model card's `license` (the Hub's `cardData.license`; a list joined by `, `).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license: Option<String>,
+    /// The card's `license_name`, which names the licence a `license: other` means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gated: Option<Gated>,
+    /// The source's top-level files: the Hub's listing at the commit read, or the directory's
+    /// entries; `None` when staging had no listing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<ListedFile>>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactFacts {
     pub source: SourceRef,
@@ -81,5 +153,8 @@ pub struct ArtifactFacts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quant_config: Option<Config>,
     pub content: Content,
+    /// Licence, gating and the top-level listing (see [`SourceMeta`]).
+    #[serde(default)]
+    pub meta: SourceMeta,
     pub staging: StagingStats,
 }

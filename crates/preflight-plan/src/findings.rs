@@ -140,6 +140,11 @@ catalogue! {
     /// Stored tensors that are buffers, not parameters (e.g. DeepSeek's
     /// `e_score_correction_bias`); counted in raw elements and bytes, not in parameters.
     TensorBuffersExcluded => ("tensor.buffers_excluded", Info),
+    /// config.json's `auto_map` points transformers at modules of the repo's own: loading it
+    /// with `trust_remote_code=True` imports and runs them (`source.remote_code` names each,
+    /// and whether the repo has it). Read that code before running it, or serve the checkpoint
+    /// with an engine's own implementation of its architecture.
+    SourceRemoteCode => ("source.remote_code", Warning),
     /// Memory was asked for, but this artifact's cannot be known: no architecture, no dtype
     /// to cache in, or a layer the planner has no cache model for. No figure is guessed, and
     /// the system's `memory` block is left out. Fix the other findings, or give `kv_dtype`.

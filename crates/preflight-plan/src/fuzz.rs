@@ -70,6 +70,7 @@ fn facts(config: Option<Config>, content: Content) -> ArtifactFacts {
         config,
         quant_config: None,
         content,
+        meta: Default::default(),
         staging: StagingStats::default(),
     }
 }

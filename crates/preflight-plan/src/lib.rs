@@ -20,6 +20,7 @@ mod placement;
 pub mod quant;
 mod runtimes;
 mod safetensors;
+pub mod source;
 pub mod speculative;
 mod tensors;
 mod throughput;
@@ -41,7 +42,7 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 
 /// Bumped only when some verdict could flip (a figure, a finding, admissibility). It is part
 /// of the service's cache key, so a bump invalidates every cached verdict.
-pub const SEMANTICS_VERSION: u32 = 9;
+pub const SEMANTICS_VERSION: u32 = 10;
 
 /// ggml graphs replayed on this thread so far: the planner's costliest work, counted so a
 /// test can prove a plan did it once per distinct shape.
@@ -247,7 +248,7 @@ fn format_of(content: &Content) -> Format {
 /// One artifact as read, before memory: what sizing it needs, and its findings so far.
 pub(crate) struct Described {
     name: String,
-    source: preflight_formats::facts::SourceRef,
+    source: Source,
     format: Format,
     model: Option<model::Model>,
     parameters: Parameters,
@@ -322,9 +323,10 @@ fn describe(facts: &ArtifactFacts, draft: bool) -> Described {
             )
         }
     };
+    let source = source::describe(facts, &mut findings);
     Described {
         name: artifact_name(facts),
-        source: facts.source.clone(),
+        source,
         format,
         model,
         parameters,

@@ -5,7 +5,7 @@
 //! family's name.
 
 use crate::findings::{Code, Findings};
-use crate::verdict::{Architecture, Attention, Moe, Quantization};
+use crate::verdict::{Architecture, Attention, MlaDims, Moe, Quantization};
 
 /// How far back a softmax-attention layer looks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,6 +348,8 @@ pub struct Model {
     /// `model.layers.N` MTP, 0 for checkpoints that number them apart (`mtp.layers.0`).
     pub mtp_first_index: u64,
     pub moe: Option<Moe>,
+    /// MLA's widths as declared, for the verdict (memory reads the layers' [`Mixer::Mla`]).
+    pub mla: Option<MlaShape>,
     pub quantization: Option<Quantization>,
     /// The distinct rotary tables the attention layers build (empty without rope).
     pub rope: Vec<Rope>,
@@ -361,6 +363,14 @@ pub struct Model {
     /// keeps every layer's K and V for every token in its one pool, sliding layers too. A family
     /// fact, set in the family file (as `llama_cpp_graph`).
     pub sglang_hybrid_swa: bool,
+}
+
+/// An MLA model's widths as declared, and the config's own `head_dim` when it declares one
+/// (GLM-5: 192, the nope width, which its config class overwrites), for the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MlaShape {
+    pub dims: MlaDims,
+    pub declared_head_dim: Option<u64>,
 }
 
 /// Sizes past which a declared dimension is not a real model. Every loop and allocation the
@@ -571,18 +581,26 @@ impl Model {
 
     /// The verdict's `architecture` block.
     pub fn architecture(&self) -> Architecture {
-        let (kv_heads, head_dim, v_head_dim) = self.attention_summary().unwrap_or_else(|| {
-            // MLA and attention-free stacks: the latent is the cache, one "head".
-            match self.layers.iter().find_map(|m| match *m {
-                Mixer::Mla {
-                    kv_lora_rank, rope_dim, ..
-                } => Some((kv_lora_rank, rope_dim)),
-                _ => None,
-            }) {
-                Some(_) => (self.heads, 0, 0),
-                None => (0, 0, 0),
-            }
-        });
+        let (kv_heads, head_dim, v_head_dim) = match (self.attention_summary(), &self.mla) {
+            (Some(summary), _) => summary,
+            // MLA: each query head reads its own key and value out of the latent, as wide as
+            // declared.
+            (None, Some(mla)) => (
+                self.heads,
+                mla.declared_head_dim
+                    .unwrap_or(mla.dims.qk_nope_head_dim.saturating_add(mla.dims.qk_rope_head_dim)),
+                mla.dims.v_head_dim,
+            ),
+            // Compressed attention (DeepSeek-V4): one shared K=V head. Attention-free: none.
+            (None, None) => self
+                .layers
+                .iter()
+                .find_map(|m| match *m {
+                    Mixer::Compressed { head_dim, .. } => Some((1, head_dim, head_dim)),
+                    _ => None,
+                })
+                .unwrap_or((0, 0, 0)),
+        };
         let per_layer = |f: fn(&Mixer) -> Option<u64>| -> Option<Vec<u64>> {
             let values: Vec<u64> = self.layers.iter().map(|m| f(m).unwrap_or(0)).collect();
             let attention: Vec<u64> = values.iter().copied().filter(|v| *v > 0).collect();
@@ -610,6 +628,7 @@ impl Model {
             context: self.context,
             attention: self.layers.iter().map(|m| m.wire()).collect(),
             moe: self.moe.clone(),
+            mla: self.mla.as_ref().map(|m| m.dims.clone()),
             quantization: self.quantization.clone(),
             mtp_layers: self.mtp_layers,
             tie_word_embeddings: self.tie_word_embeddings,

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+pub use preflight_formats::facts::Gated;
 use preflight_formats::facts::{SourceRef, StagingStats};
 use serde::{Deserialize, Serialize};
 
@@ -72,7 +73,7 @@ pub struct Summary {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArtifactVerdict {
     pub name: String,
-    pub source: SourceRef,
+    pub source: Source,
     pub format: Format,
     /// Absent when the architecture could not be established (see findings).
     pub architecture: Option<Architecture>,
@@ -87,6 +88,53 @@ pub struct ArtifactVerdict {
     /// Whether each engine would run it (on the named devices, when any are named).
     pub runtimes: Runtimes,
     pub findings: Vec<Finding>,
+}
+
+/// Where an artifact came from — the source as this request names it (`spec`, `repo`,
+/// `revision`, `commit`, `pinned`) — and what it asks of whoever downloads it: the card's
+/// licence, the Hub's gating, whether loading runs the repo's own code, and the bytes an
+/// engine fetches. `null` is unknown (a local folder has no card or gating).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Source {
+    #[serde(flatten)]
+    pub reference: SourceRef,
+    /// The model card's `license` (the Hub's `cardData.license`).
+    pub license: Option<String>,
+    /// The card's `license_name`: which licence a `license: other` means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub license_name: Option<String>,
+    /// The Hub's `gated`: `false`, `"auto"` (access granted on request) or `"manual"`
+    /// (requests reviewed by the owners).
+    pub gated: Option<Gated>,
+    pub remote_code: RemoteCode,
+    /// What an engine fetches to serve it: the weight files the plan read (the shards the
+    /// index names, the GGUF's parts — never another copy the repo holds) and, beside
+    /// safetensors, the config, index, generation, tokenizer and processor files the repo has
+    /// and any remote-code module (`source::ENGINE_FILES`). `null` when a size is unknown.
+    pub download_bytes: Option<u64>,
+}
+
+/// Whether loading runs code from the repo: config.json's `auto_map` names modules
+/// transformers imports under `trust_remote_code=True`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteCode {
+    pub required: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<RemoteModule>,
+}
+
+/// One module `auto_map` names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteModule {
+    /// `modeling_deepseek.py`.
+    pub file: String,
+    /// The repo holding it, when `auto_map` names another (`org/name--module.Class`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// The source's own listing has it.
+    pub present: bool,
+    /// The auto classes that load from it (`AutoConfig`, `AutoModelForCausalLM`, …).
+    pub classes: Vec<String>,
 }
 
 /// Each engine's verdict on one artifact (docs/runtimes.md). Keys as the JSON names them.
@@ -344,7 +392,10 @@ pub struct Architecture {
     pub heads: u64,
     /// The most KV heads any layer has (see `kv_heads_per_layer`).
     pub kv_heads: u64,
-    /// Key (and query) width per head, as declared — not assumed to be hidden/heads.
+    /// Key (and query) width per head, as declared — not assumed to be hidden/heads. Under
+    /// MLA, the config's own `head_dim` when it declares one (GLM-5's 192, which its config
+    /// class replaces), else `qk_nope_head_dim + qk_rope_head_dim`; the widths are in `mla`.
+    /// 0 only for a model with no attention layer.
     pub head_dim: u64,
     /// Value width per head, when it differs from `head_dim` (GGUF `attention.value_length`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -366,6 +417,9 @@ pub struct Architecture {
     pub attention: Vec<Attention>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub moe: Option<Moe>,
+    /// Multi-head latent attention's widths, for a model whose layers use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mla: Option<MlaDims>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quantization: Option<Quantization>,
     /// Multi-token-prediction layers stored after the main stack (DeepSeek's `nextn`).
@@ -436,6 +490,21 @@ pub enum Attention {
     },
     /// No token mixer (an MLP-only block).
     None,
+}
+
+/// Multi-head latent attention's widths as declared: a query and key head is
+/// `qk_nope_head_dim + qk_rope_head_dim` wide, a value head `v_head_dim`; what is cached per
+/// token is the `kv_lora_rank` latent and one `qk_rope_head_dim` rope key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MlaDims {
+    pub kv_lora_rank: u64,
+    /// The query's own low-rank width; `None` when queries are projected directly
+    /// (DeepSeek-V2-Lite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q_lora_rank: Option<u64>,
+    pub qk_nope_head_dim: u64,
+    pub qk_rope_head_dim: u64,
+    pub v_head_dim: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -576,7 +645,11 @@ pub struct DeviceMemory {
     /// Catalogue name, or the capacity in bytes for a device given by size.
     pub device: String,
     pub capacity_bytes: u64,
-    /// `capacity_bytes × gpu_utilization`, rounded down.
+    /// What CUDA reports of the device, where a record measured it (an "80 GB" H100 shows
+    /// 79.19 GiB): the engines budget from this, not from the nominal capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_visible_bytes: Option<u64>,
+    /// `gpu_utilization` × `cuda_visible_bytes` (else `capacity_bytes`), rounded down.
     pub usable_bytes: u64,
     pub weights_bytes: u64,
     /// RoPE tables and other module buffers (see `RankMemory::buffers_bytes`).

@@ -95,6 +95,40 @@ fn schemas() -> Value {
             "type": "object",
             "properties": { "status": { "type": "string" }, "uptime_seconds": { "type": "integer" }, "requests_served": { "type": "integer" } }
         },
+        "Artifact": {
+            "type": "object",
+            "description": "One planned artifact (docs/design.md §3); only its source block is spelled out here",
+            "properties": {
+                "name": { "type": "string" },
+                "source": { "$ref": "#/components/schemas/Source" },
+                "format": { "type": "string", "enum": ["safetensors", "gguf"] }
+            }
+        },
+        "Source": {
+            "type": "object",
+            "description": "Where the artifact came from, as this request names it, and what it asks of whoever downloads it; null is unknown (a local folder has no card or gating)",
+            "required": ["spec", "pinned", "license", "gated", "remote_code", "download_bytes"],
+            "properties": {
+                "spec": { "type": "string" },
+                "repo": { "type": "string" },
+                "revision": { "type": "string" },
+                "commit": { "type": "string" },
+                "pinned": { "type": "boolean" },
+                "license": { "type": ["string", "null"], "description": "The model card's license (the Hub's cardData.license)" },
+                "license_name": { "type": "string", "description": "The card's license_name, which licence `other` stands for" },
+                "gated": { "description": "The Hub's gating", "oneOf": [{ "type": "boolean", "const": false }, { "type": "string", "enum": ["auto", "manual"] }, { "type": "null" }] },
+                "remote_code": {
+                    "type": "object",
+                    "description": "config.json's auto_map: modules of the repo's own that loading with trust_remote_code imports",
+                    "required": ["required"],
+                    "properties": {
+                        "required": { "type": "boolean" },
+                        "modules": { "type": "array", "items": { "type": "object", "required": ["file", "present", "classes"], "properties": { "file": { "type": "string" }, "repo": { "type": "string" }, "present": { "type": "boolean" }, "classes": { "type": "array", "items": { "type": "string" } } } } }
+                    }
+                },
+                "download_bytes": { "type": ["integer", "null"], "description": "The weight files the plan reads and the files an engine reads beside them" }
+            }
+        },
         "Verdict": {
             "type": "object",
             "required": ["schema", "planner", "admissible", "summary", "artifacts", "staging", "serving"],
@@ -103,7 +137,7 @@ fn schemas() -> Value {
                 "planner": { "type": "object", "properties": { "version": { "type": "string" }, "semantics_version": { "type": "integer" } } },
                 "admissible": { "type": "boolean" },
                 "summary": { "type": "object", "properties": { "blocking": { "type": "integer" }, "warnings": { "type": "integer" }, "info": { "type": "integer" } } },
-                "artifacts": { "type": "array", "items": { "type": "object" } },
+                "artifacts": { "type": "array", "items": { "$ref": "#/components/schemas/Artifact" } },
                 "staging": { "type": "array", "items": { "type": "object" } },
                 "memory": { "type": "object" },
                 "serving": { "type": "object", "properties": { "cached": { "type": "boolean" }, "cacheable": { "type": "boolean" }, "profile": { "type": "string" } } }

@@ -680,7 +680,7 @@ impl Pipeline {
             let mut verdict = preflight_plan::plan(&facts, &options)?;
             for ((artifact, staging), served) in verdict.artifacts.iter_mut().zip(&mut verdict.staging).zip(served) {
                 if let Some((source, cost)) = served {
-                    (artifact.source, *staging) = (source, cost);
+                    (artifact.source.reference, *staging) = (source, cost);
                 }
             }
             Ok(serde_json::to_string(&verdict))
@@ -838,10 +838,13 @@ fn describe_request(body: Arc<str>, sources: &[Source], commits: &[Option<String
             _ => None,
         })
         .collect();
-    let already = wanted
-        .iter()
-        .flatten()
-        .all(|want| serde_json::to_string(want).is_ok_and(|json| body.contains(&format!("\"source\":{json}"))));
+    // A `source` block opens with its reference's fields, the source's own facts after them.
+    let already = wanted.iter().flatten().all(|want| {
+        serde_json::to_string(want).is_ok_and(|json| {
+            let open = json.strip_suffix('}').unwrap_or(&json);
+            body.contains(&format!("\"source\":{open},"))
+        })
+    });
     if already {
         return body;
     }
@@ -850,7 +853,7 @@ fn describe_request(body: Arc<str>, sources: &[Source], commits: &[Option<String
     };
     for (artifact, want) in verdict.artifacts.iter_mut().zip(wanted) {
         if let Some(want) = want {
-            artifact.source = want;
+            artifact.source.reference = want;
         }
     }
     serde_json::to_string(&verdict).map_or(body, Into::into)

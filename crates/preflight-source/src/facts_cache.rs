@@ -27,8 +27,9 @@ use sha2::{Digest, Sha256};
 use crate::spec::HubSpec;
 
 /// Bumped when staging would read something different for the same commit (a new file, a
-/// new field in the facts): older entries are then simply not found.
-pub const STAGING_FORMAT_VERSION: u32 = 1;
+/// new field in the facts): older entries are then simply not found. 2: the model info's
+/// licence, gating and top-level listing (`ArtifactFacts::meta`).
+pub const STAGING_FORMAT_VERSION: u32 = 2;
 
 /// What an entry starts with: a format tag, so another file in the directory is never read
 /// (or deleted) as facts. Version 2 binds an entry to its key and declares its length.
@@ -512,6 +513,7 @@ mod tests {
                 parts: vec![],
                 missing_parts: vec![],
             },
+            meta: Default::default(),
             staging: StagingStats::default(),
         }
     }

@@ -6,7 +6,9 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile, SourceRef, StagingStats};
+use preflight_formats::facts::{
+    ArtifactFacts, Content, GgufFile, ListedFile, SafetensorsFile, SourceMeta, SourceRef, StagingStats,
+};
 use preflight_formats::{config, gguf, index, safetensors};
 
 use crate::error::SourceError;
@@ -105,17 +107,86 @@ fn stage_in(path: &Path, roots: Roots<'_>) -> Result<ArtifactFacts, SourceError>
             }
         }
     };
+    // The folder the checkpoint's files sit in: its listing names the files beside the weights.
+    let folder = match meta.is_dir() {
+        true => path,
+        false => path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    };
+    let (repo, commit) = hf_cache_snapshot(path).unzip();
     Ok(ArtifactFacts {
         source: SourceRef {
             spec: path.display().to_string(),
+            repo,
+            commit,
             pinned: false,
             ..SourceRef::default()
         },
         config,
         quant_config,
         content,
+        meta: SourceMeta {
+            files: Some(listing(folder, roots)),
+            ..SourceMeta::default()
+        },
         staging: stats,
     })
+}
+
+/// `…/models--ORG--NAME/snapshots/COMMIT[/…]`: a folder (or a file inside one) of the HF
+/// cache, which names the repo and the commit it holds — so the verdict can call it
+/// `ORG/NAME` at that commit rather than by the folder's hash. huggingface_hub writes a repo
+/// id's `/` as `--`, and refuses `--` inside a repo id, so the first `--` splits it back.
+pub fn hf_cache_snapshot(path: &Path) -> Option<(String, String)> {
+    let path = std::path::absolute(path).ok()?;
+    let parts: Vec<&str> = path
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(part) => part.to_str(),
+            _ => None,
+        })
+        .collect();
+    parts.windows(3).rev().find_map(|w| {
+        let [folder, snapshots, commit] = w else { return None };
+        let repo = folder.strip_prefix("models--")?;
+        let valid = |s: &str| !s.is_empty() && !s.contains("--");
+        let repo = match repo.split_once("--") {
+            Some((org, name)) if valid(org) && valid(name) => format!("{org}/{name}"),
+            None if valid(repo) => repo.to_owned(),
+            _ => return None,
+        };
+        (*snapshots == "snapshots" && crate::spec::is_commit(commit)).then(|| (repo, (*commit).to_owned()))
+    })
+}
+
+/// A folder's files (not its subfolders), sorted, with their sizes; reads confined to roots
+/// list only what resolves under one (a symlink out of a root is not even sized).
+fn listing(dir: &Path, roots: Roots<'_>) -> Vec<ListedFile> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<ListedFile> = entries
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let path = entry.path();
+            let inside = match roots {
+                Roots::Anywhere => true,
+                Roots::Under(roots) => path
+                    .canonicalize()
+                    .is_ok_and(|real| roots.iter().any(|root| real.starts_with(root))),
+            };
+            // Follows symlinks, as a snapshot's point into the cache's blobs.
+            let meta = std::fs::metadata(&path).ok().filter(|m| inside && m.is_file())?;
+            Some(ListedFile {
+                name: entry.file_name().to_str()?.to_owned(),
+                size: Some(meta.len()),
+            })
+        })
+        .collect();
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    files
 }
 
 fn not_a_checkpoint(path: &Path, reason: &str) -> SourceError {

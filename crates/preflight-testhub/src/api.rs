@@ -256,14 +256,18 @@ fn config_summary(config: &Value, commit: &Commit) -> Value {
     Value::Object(summary)
 }
 
-/// The scalar `key: value` lines of the README's YAML front matter (enough for `license`).
+/// The card data the Hub derives from the README's YAML front matter.
 fn card_data(commit: &Commit) -> Map<String, Value> {
-    let Some(text) = commit
+    commit
         .file("README.md")
         .and_then(|f| std::fs::read_to_string(&f.disk).ok())
-    else {
-        return Map::new();
-    };
+        .map(|text| front_matter(&text))
+        .unwrap_or_default()
+}
+
+/// The scalar `key: value` lines of a README's YAML front matter (enough for `license`,
+/// `license_name` and `license_link`).
+pub(crate) fn front_matter(text: &str) -> Map<String, Value> {
     let Some(front) = text
         .strip_prefix("---\n")
         .and_then(|rest| rest.split_once("\n---").map(|(front, _)| front))

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile, SourceRef, StagingStats};
+use preflight_formats::facts::{
+    ArtifactFacts, Content, Gated, GgufFile, ListedFile, SafetensorsFile, SourceMeta, SourceRef, StagingStats,
+};
 use serde_json::Value;
 
 /// The artifact at `dir` (a repo tree: `refs.json`, `<commit>/…`), as `hf://{repo}`.
@@ -55,6 +57,29 @@ pub fn from_tree(dir: &Path, repo: &str) -> ArtifactFacts {
         }
     };
     let is_gguf = matches!(content, Content::Gguf { .. });
+    // What the Hub's model info would say: the card's licence, repo.json's gating, the files.
+    let card = fs::read_to_string(commit.join("README.md"))
+        .map(|text| crate::api::front_matter(&text))
+        .unwrap_or_default();
+    let gated = fs::read(dir.join("repo.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map_or(Some(Gated::No), |repo| Gated::from_hub(&repo["gated"]));
+    let meta = SourceMeta {
+        license: card.get("license").and_then(Value::as_str).map(str::to_owned),
+        license_name: card.get("license_name").and_then(Value::as_str).map(str::to_owned),
+        gated,
+        files: Some(
+            names
+                .iter()
+                .filter(|n| !n.starts_with('.') && commit.join(n).is_file())
+                .map(|n| ListedFile {
+                    name: n.clone(),
+                    size: Some(size(n)),
+                })
+                .collect(),
+        ),
+    };
     ArtifactFacts {
         source,
         config: (!is_gguf).then(|| preflight_formats::config::parse(&read("config.json")).expect("config")),
@@ -63,6 +88,7 @@ pub fn from_tree(dir: &Path, repo: &str) -> ArtifactFacts {
             .find(|n| *n == "hf_quant_config.json")
             .map(|n| preflight_formats::config::parse(&read(n)).expect("hf_quant_config")),
         content,
+        meta,
         staging: StagingStats::default(),
     }
 }
@@ -121,6 +147,7 @@ pub fn single_file(
             index: None,
             missing_files: vec![],
         },
+        meta: Default::default(),
         staging: StagingStats::default(),
     }
 }
@@ -154,6 +181,7 @@ pub fn gguf_stub(stub_gz: &Path, size: u64) -> ArtifactFacts {
             }],
             missing_parts: vec![],
         },
+        meta: Default::default(),
         staging: StagingStats::default(),
     }
 }

@@ -356,7 +356,7 @@ async fn stage(
             };
             let resolve = Counters::default();
             let token = client.config().token.as_deref();
-            let (commit, listing) = match hub::stage::resolve_with_listing(client, &spec, &resolve).await {
+            let (commit, info) = match hub::stage::resolve_with_listing(client, &spec, &resolve).await {
                 Ok(resolved) => resolved,
                 // Offline, and the HF cache has no ref: the newest commit our own cache read.
                 Err(e @ SourceError::Hub(hub::HubError::Offline { .. })) => {
@@ -370,10 +370,13 @@ async fn stage(
             let key = FactsKey::hub(&spec, &commit, token);
             let cached = cache.and_then(|c| c.get(&key));
             let hit = cached.is_some();
+            // The model info just read is the freshest word on the licence and the gating
+            // (gating is a setting, not part of the commit a cache entry was staged at).
+            let fresh = info.as_ref().map(|info| info.meta.clone());
             let mut facts = match cached {
                 Some(facts) => facts_cache::as_served(facts, &spec, &commit),
                 None => {
-                    let staging = hub::stage::stage(client, &spec, &commit, listing, budget);
+                    let staging = hub::stage::stage(client, &spec, &commit, info, budget);
                     match progress {
                         true => term::with_progress(source, budget, staging).await?,
                         false => staging.await?,
@@ -388,6 +391,9 @@ async fn stage(
                 if !spec.is_pinned() {
                     let _ = cache.put_ref(&spec, token, &commit);
                 }
+            }
+            if let Some(fresh) = fresh {
+                facts.meta = fresh;
             }
             // The CLI's resolution is part of what this plan cost.
             facts.staging.requests += resolve.requests.load(std::sync::atomic::Ordering::Relaxed);

@@ -5,8 +5,8 @@ use std::fmt::Write;
 use crate::term::Paint;
 use crate::units::{bytes, thousands};
 use preflight_plan::{
-    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Memory, Releases, Runtimes, Severity,
-    Support, Verdict,
+    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Gated, Memory, Releases, RemoteCode,
+    Runtimes, Severity, Source, Support, Verdict,
 };
 
 /// `8190735360` → `8.19B`.
@@ -83,6 +83,7 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, pa
     };
     let commit = a
         .source
+        .reference
         .commit
         .as_deref()
         .map(|c| format!(" @ {}", &c[..c.len().min(12)]))
@@ -92,19 +93,45 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, pa
         let line = format!("  {label:<14}{value}");
         let _ = writeln!(out, "{}", line.trim_end());
     };
+    // What is asked before a download: licence, gating, the repo's own code, the size.
+    row(out, "source", source_summary(&a.source));
+    if a.source.remote_code.required {
+        row(out, "remote code", remote_code(&a.source.remote_code));
+    }
     if let Some(arch) = &a.architecture {
+        // A width is shown as declared, never as 0: MLA's beside its head_dim.
+        let head_dim = match (arch.head_dim, &arch.mla) {
+            (0, None) => String::new(),
+            (d, None) => format!(" · head_dim {d}"),
+            (d, Some(mla)) => {
+                let qk = mla.qk_nope_head_dim.saturating_add(mla.qk_rope_head_dim);
+                // A head_dim the config declares apart from the MLA widths (GLM-5's) is shown
+                // as declared, the width a query/key head has beside it.
+                let parts = match d == qk {
+                    true => format!("{d} (qk nope {} + rope {}", mla.qk_nope_head_dim, mla.qk_rope_head_dim),
+                    false => format!(
+                        "{d} as declared (qk {qk} = nope {} + rope {}",
+                        mla.qk_nope_head_dim, mla.qk_rope_head_dim
+                    ),
+                };
+                let q_latent = mla.q_lora_rank.map(|q| format!(", q latent {q}")).unwrap_or_default();
+                format!(
+                    " · head_dim {parts}, v {}, kv latent {}{q_latent})",
+                    mla.v_head_dim, mla.kv_lora_rank
+                )
+            }
+        };
         row(
             out,
             "architecture",
             format!(
-                "{} ({} family) · {} layers · hidden {} · {} heads / {} kv · head_dim {} · vocab {} · context {}",
+                "{} ({} family) · {} layers · hidden {} · {} heads / {} kv{head_dim} · vocab {} · context {}",
                 arch.model_type,
                 arch.family,
                 arch.layers,
                 arch.hidden_size,
                 arch.heads,
                 arch.kv_heads,
-                arch.head_dim,
                 thousands(arch.vocab_size),
                 thousands(arch.context)
             ),
@@ -196,6 +223,58 @@ fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, pa
             let _ = writeln!(out, "    {label}{:<31}{}: {}{sides}", f.code, f.subject, f.detail);
         }
     }
+}
+
+/// `licence apache-2.0 · not gated · no remote code · 16.39 GiB to download`: the questions
+/// asked before a download, unknowns said as such.
+fn source_summary(s: &Source) -> String {
+    let licence = match (&s.license, &s.license_name) {
+        (Some(l), Some(name)) if l != name => format!("licence {l} ({name})"),
+        (Some(l), _) => format!("licence {l}"),
+        (None, _) => "licence unknown".to_owned(),
+    };
+    let gated = match s.gated {
+        Some(Gated::No) => "not gated",
+        Some(Gated::Auto) => "gated (access granted on request)",
+        Some(Gated::Manual) => "gated (each request reviewed by the owners)",
+        None => "gating unknown",
+    };
+    let code = match s.remote_code.required {
+        true => "runs remote code",
+        false => "no remote code",
+    };
+    // A Hub source is downloaded; a local one is already here, and loaded.
+    let verb = match s.reference.spec.starts_with("hf://") {
+        true => "to download",
+        false => "to load",
+    };
+    let size = s
+        .download_bytes
+        .map_or_else(|| "size unknown".to_owned(), |n| format!("{} {verb}", bytes(n)));
+    format!("{licence} · {gated} · {code} · {size}")
+}
+
+/// `trust_remote_code imports modeling_x.py (AutoModel), …; not in the repo: …`.
+fn remote_code(code: &RemoteCode) -> String {
+    let modules: Vec<String> = code
+        .modules
+        .iter()
+        .map(|m| {
+            let place = m.repo.as_ref().map(|r| format!(" from {r}")).unwrap_or_default();
+            format!("{}{place} ({})", m.file, m.classes.join(", "))
+        })
+        .collect();
+    let missing: Vec<&str> = code
+        .modules
+        .iter()
+        .filter(|m| !m.present && m.repo.is_none())
+        .map(|m| m.file.as_str())
+        .collect();
+    let missing = match missing.as_slice() {
+        [] => String::new(),
+        files => format!("; not among its files: {}", files.join(", ")),
+    };
+    format!("trust_remote_code imports {}{missing}", modules.join(", "))
 }
 
 /// One artifact's memory: what it takes at the planned context, with the KV working shown.
@@ -458,9 +537,23 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
     .into_iter()
     .flatten()
     .collect::<String>();
+    // Engines budget from what CUDA sees of a device, not its nominal size: say which.
+    let mut seen: Vec<String> = Vec::new();
+    for d in &m.per_device {
+        if let Some(visible) = d.cuda_visible_bytes.filter(|v| *v != d.capacity_bytes) {
+            let note = format!("{} {} of {}", d.device, bytes(visible), bytes(d.capacity_bytes));
+            if !seen.contains(&note) {
+                seen.push(note);
+            }
+        }
+    }
+    let of = match seen.is_empty() {
+        true => "of each device".to_owned(),
+        false => format!("of what CUDA sees ({})", seen.join(", ")),
+    };
     let _ = writeln!(
         out,
-        "  TP {}{parallel} · {:.0}% of each device usable · bar: █ weights ▓ KV cache ▒ activations ░ free",
+        "  TP {}{parallel} · usable: {:.0}% {of} · bar: █ weights ▓ KV cache ▒ activations ░ free",
         m.tensor_parallel,
         m.gpu_utilization * 100.0
     );

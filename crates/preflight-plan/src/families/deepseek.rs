@@ -159,6 +159,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
             .unwrap_or(dims.kv_heads)
     };
     let positive = |key: &str| kv.opt(key).filter(|n| *n > 0);
+    let mut mla_shape = None;
     let layers = match (
         positive("attention.key_length_mla"),
         positive("attention.value_length_mla"),
@@ -172,7 +173,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
                 shared_kv: false,
             })
             .collect(),
-        (Some(k_mla), Some(_)) => {
+        (Some(k_mla), Some(v_mla)) => {
             let kv_lora_rank = kv.required("attention.kv_lora_rank")?;
             // `n_rot` defaults to key_length (llama-model.cpp:1446-1448).
             let rope_dim = kv.opt("rope.dimension_count").unwrap_or(dims.head_dim);
@@ -208,6 +209,17 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
                 rope_dim,
                 indexer_head_dim: None,
             };
+            // key_length_mla is a query/key head's width, nope and rope parts together.
+            mla_shape = Some(MlaShape {
+                dims: MlaDims {
+                    kv_lora_rank,
+                    q_lora_rank: kv.opt("attention.q_lora_rank").filter(|n| *n > 0),
+                    qk_nope_head_dim: k_mla - rope_dim,
+                    qk_rope_head_dim: rope_dim,
+                    v_head_dim: v_mla,
+                },
+                declared_head_dim: None,
+            });
             uniform(dims.layers, mla)
         }
         (k_mla, _) => {
@@ -222,7 +234,9 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
             return None;
         }
     };
-    Some(llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers))
+    let mut normalized = llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers);
+    normalized.model.mla = mla_shape;
+    Some(normalized)
 }
 
 /// The MLA geometry every DeepSeek-layout config declares.
@@ -234,6 +248,9 @@ pub(super) struct Mla {
     pub qk_nope: u64,
     pub v_head: u64,
     pub mtp_layers: u64,
+    /// The config's own `head_dim`, when it declares one: a config class replaces it (V3's
+    /// with `qk_rope_head_dim`), so it sizes nothing — the verdict shows it as declared.
+    pub declared_head_dim: Option<u64>,
 }
 
 /// Read the MLA dimensions (shared with GLM's DSA layout).
@@ -278,10 +295,25 @@ pub(super) fn read_mla(cfg: &mut ConfigReader) -> Option<Mla> {
         qk_nope,
         v_head: v_head?,
         mtp_layers: mtp_layers?,
+        declared_head_dim: cfg.value("head_dim").and_then(|v| v.as_u64()).filter(|d| *d > 0),
     })
 }
 
 impl Mla {
+    /// The widths as declared, for the verdict.
+    pub fn shape(&self) -> MlaShape {
+        MlaShape {
+            dims: MlaDims {
+                kv_lora_rank: self.kv_lora_rank,
+                q_lora_rank: self.q_lora_rank,
+                qk_nope_head_dim: self.qk_nope,
+                qk_rope_head_dim: self.qk_rope,
+                v_head_dim: self.v_head,
+            },
+            declared_head_dim: self.declared_head_dim,
+        }
+    }
+
     /// The MLA mixer, with the indexer's key width when the layer has an indexer.
     pub fn mixer(&self, indexer_head_dim: Option<u64>) -> Mixer {
         Mixer::Mla {
@@ -386,6 +418,7 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     );
     model.mtp_layers = mla.mtp_layers;
     model.mtp_mixer = Some(mla.mixer(indexer));
+    model.mla = Some(mla.shape());
     if !has_dense {
         model.intermediate = None;
     }

@@ -362,6 +362,7 @@ fn normalize_glm_moe_dsa(model_type: &str, cfg: &mut ConfigReader) -> Option<Nor
     model.mtp_layers = mla.mtp_layers;
     // The published MTP layer carries its own indexer (GLM-5.2's layer 78).
     model.mtp_mixer = Some(mla.mixer(Some(index_head_dim)));
+    model.mla = Some(mla.shape());
     if !has_dense {
         model.intermediate = None;
     }

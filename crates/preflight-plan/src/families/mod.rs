@@ -28,9 +28,9 @@ mod step3p7;
 
 use crate::config::{ConfigReader, Grade};
 use crate::gguf_reader::GgufReader;
-use crate::model::{EncoderProfile, LlamaCppGraph, Mixer, Model, Rope, RopeScaling, Span, StateDtype};
+use crate::model::{EncoderProfile, LlamaCppGraph, Mixer, MlaShape, Model, Rope, RopeScaling, Span, StateDtype};
 pub use crate::verdict::Component;
-use crate::verdict::Moe;
+use crate::verdict::{MlaDims, Moe};
 use serde_json::{Map, Value};
 
 /// A tensor-name pattern and the component it belongs to. In a pattern, `N` stands for any
@@ -516,6 +516,7 @@ impl Dims {
             mtp_mixer: None,
             mtp_first_index: self.layers,
             moe,
+            mla: None,
             quantization: None,
             rope: self.rope.clone(),
             llama_cpp_graph: None,

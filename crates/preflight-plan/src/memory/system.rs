@@ -111,6 +111,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
             let device = DeviceMemory {
                 device: group.name.clone(),
                 capacity_bytes: group.capacity_bytes,
+                cuda_visible_bytes: group.cuda_visible_bytes,
                 usable_bytes,
                 weights_bytes: held.weights_bytes,
                 buffers_bytes: held.buffers_bytes,

@@ -22,6 +22,7 @@ fn facts(content: Content) -> ArtifactFacts {
         config: None,
         quant_config: None,
         content,
+        meta: Default::default(),
         staging: StagingStats::default(),
     }
 }

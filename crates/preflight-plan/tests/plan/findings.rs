@@ -130,6 +130,7 @@ fn facts(
             index,
             missing_files: missing,
         },
+        meta: Default::default(),
         staging: StagingStats::default(),
     }
 }

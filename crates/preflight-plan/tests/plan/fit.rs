@@ -28,6 +28,25 @@ fn one_model_on_one_device_is_its_total_against_the_usable_share() {
     assert_eq!((m.tensor_parallel, m.gpu_utilization), (1, 0.9));
 }
 
+/// The usable share is of what CUDA sees, and the verdict says how much that is (the
+/// Explorer's "90% of capacity" beside 71.27 GiB of 80 was 90% of 79.19 GiB): a device named
+/// by size has no measured figure, and its share is of the size given.
+#[test]
+fn usable_is_a_share_of_what_cuda_sees_and_the_verdict_names_it() {
+    let m = system_of(&["Qwen/Qwen3-8B"], r#"{"devices": "h100-80gb:1"}"#);
+    let d = &m.per_device[0];
+    assert_eq!(d.cuda_visible_bytes, Some(85_029_615_042));
+    assert_eq!(
+        d.usable_bytes,
+        (d.cuda_visible_bytes.expect("visible") as f64 * m.gpu_utilization) as u64
+    );
+    assert!(d.usable_bytes < d.capacity_bytes * 9 / 10);
+    let sized = system_of(&["Qwen/Qwen3-8B"], r#"{"devices": "80GiB:1"}"#);
+    let d = &sized.per_device[0];
+    assert_eq!(d.cuda_visible_bytes, None);
+    assert_eq!(d.usable_bytes, d.capacity_bytes / 10 * 9);
+}
+
 #[test]
 fn max_context_that_fits_is_the_boundary_of_fits() {
     for (repo, devices) in [

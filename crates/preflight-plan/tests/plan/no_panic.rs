@@ -223,6 +223,7 @@ fn facts(config: Option<Map<String, Value>>, tensors: Vec<TensorInfo>) -> Artifa
             index: None,
             missing_files: vec![],
         },
+        meta: Default::default(),
         staging: StagingStats::default(),
     }
 }

@@ -89,6 +89,14 @@ async fn a_cached_verdict_describes_the_first_requesters_source() {
     assert_eq!(source["pinned"], true);
     assert_eq!(source["revision"], commit.as_str());
     assert_eq!(source["commit"], commit.as_str());
+    // What the source says of itself stays: it belongs to the commit, not to the spelling.
+    for key in ["license", "gated", "remote_code", "download_bytes"] {
+        assert_eq!(source[key], first["artifacts"][0]["source"][key], "{key}");
+    }
+    assert_eq!(
+        (&source["license"], &source["gated"]),
+        (&Value::from("other"), &Value::from(false))
+    );
     // Everything else is the same verdict.
     let without_source = |v: &Value| {
         let mut v = v.clone();

@@ -19,6 +19,8 @@ use reqwest::header::{AUTHORIZATION, CONTENT_RANGE, HeaderMap, LOCATION, RANGE, 
 use reqwest::{Method, StatusCode, Url};
 use tokio::sync::Semaphore;
 
+use preflight_formats::facts::{Gated, ListedFile, SourceMeta};
+
 use super::config::HubConfig;
 use crate::error::HubError;
 
@@ -198,14 +200,17 @@ impl HubClient {
         })
     }
 
-    /// The commit and file list of a revision (`/api/models/{repo}/revision/{rev}`).
+    /// The commit, file list (with sizes: `blobs=true`, as huggingface_hub's
+    /// `model_info(files_metadata=True)` asks), card licence and gating of a revision
+    /// (`/api/models/{repo}/revision/{rev}`): one request answers all of them.
     pub async fn repo_info(&self, repo: &str, revision: &str, counters: &Counters) -> Result<RepoInfo, HubError> {
-        let url = self.url(
+        let mut url = self.url(
             ["api", "models"]
                 .into_iter()
                 .chain(repo.split('/'))
                 .chain(["revision", revision]),
         )?;
+        url.set_query(Some("blobs=true"));
         let ctx = Context {
             repo,
             revision,
@@ -216,10 +221,7 @@ impl HubClient {
             url: url.to_string(),
             detail: format!("model info is not the Hub's JSON: {e}"),
         })?;
-        Ok(RepoInfo {
-            sha: info.sha,
-            siblings: info.siblings.into_iter().map(|s| s.rfilename).collect(),
-        })
+        Ok(RepoInfo::from_raw(info))
     }
 
     /// A small file, whole, at most `max` bytes.
@@ -540,9 +542,51 @@ fn is_transient(e: &HubError) -> bool {
 /// Largest model-info JSON accepted (DeepSeek-V3's is ~20 KB).
 const MAX_INFO_BYTES: usize = 8 << 20;
 
+/// A revision as model info describes it.
+#[derive(Debug, Clone)]
 pub struct RepoInfo {
     pub sha: String,
+    /// Every file of the revision, by repo path.
     pub siblings: Vec<String>,
+    /// The card's licence, the repo's gating and the top-level files with their sizes.
+    pub meta: SourceMeta,
+}
+
+impl RepoInfo {
+    /// Read leniently past `sha` and the names: a card or gating this does not understand is
+    /// unknown, never a failed request.
+    fn from_raw(raw: RawInfo) -> RepoInfo {
+        let card = raw.card_data.as_ref().and_then(serde_json::Value::as_object);
+        let text = |key: &str| -> Option<String> {
+            match card?.get(key)? {
+                serde_json::Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_owned()),
+                serde_json::Value::Array(items) => {
+                    let names: Vec<&str> = items.iter().filter_map(serde_json::Value::as_str).collect();
+                    (!names.is_empty()).then(|| names.join(", "))
+                }
+                _ => None,
+            }
+        };
+        let files = raw
+            .siblings
+            .iter()
+            .filter(|s| !s.rfilename.contains('/'))
+            .map(|s| ListedFile {
+                name: s.rfilename.clone(),
+                size: s.size,
+            })
+            .collect();
+        RepoInfo {
+            meta: SourceMeta {
+                license: text("license"),
+                license_name: text("license_name"),
+                gated: raw.gated.as_ref().and_then(Gated::from_hub),
+                files: Some(files),
+            },
+            sha: raw.sha,
+            siblings: raw.siblings.into_iter().map(|s| s.rfilename).collect(),
+        }
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -550,11 +594,18 @@ struct RawInfo {
     sha: String,
     #[serde(default)]
     siblings: Vec<RawSibling>,
+    #[serde(default)]
+    gated: Option<serde_json::Value>,
+    #[serde(default, rename = "cardData")]
+    card_data: Option<serde_json::Value>,
 }
 
 #[derive(serde::Deserialize)]
 struct RawSibling {
     rfilename: String,
+    /// Present with `blobs=true`.
+    #[serde(default)]
+    size: Option<u64>,
 }
 
 struct Context<'a> {

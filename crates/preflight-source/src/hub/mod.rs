@@ -7,5 +7,5 @@ pub mod config;
 pub mod stage;
 
 pub use crate::error::HubError;
-pub use client::{Counters, HubClient};
+pub use client::{Counters, HubClient, RepoInfo};
 pub use config::HubConfig;

@@ -13,7 +13,7 @@ use preflight_formats::facts::{ArtifactFacts, Content, GgufFile, SafetensorsFile
 use preflight_formats::{config, gguf, index, safetensors};
 
 use super::cache;
-use super::client::{Counters, HubClient, RequestLimit};
+use super::client::{Counters, HubClient, RepoInfo, RequestLimit};
 use super::config::HubConfig;
 use crate::error::{HubError, SourceError};
 use crate::spec::HubSpec;
@@ -23,6 +23,10 @@ const CONFIG: &str = "config.json";
 const QUANT_CONFIG: &str = "hf_quant_config.json";
 const INDEX: &str = "model.safetensors.index.json";
 const SINGLE: &str = "model.safetensors";
+/// What staging a whole repo yields: config, quantization record, content, the small files
+/// read, and the model info.
+type Staged = (Option<config::Config>, Option<config::Config>, Content, usize, RepoInfo);
+
 /// First read of a safetensors file whose tensor names are unknown (no index): most headers
 /// of single-file models fit (Qwen3-0.6B's is 35 KB).
 const UNKNOWN_HEADER_GUESS: u64 = 128 << 10;
@@ -84,15 +88,16 @@ fn file_not_in_repo(spec: &HubSpec, file: &str, listing: Vec<String>) -> SourceE
     }
 }
 
-/// For a caller with no cache to consult (the CLI): learn the commit *and* the file list in
-/// one model-info request, so staging needs no listing of its own. The listing is `None`
-/// when the source is pinned, offline, or names a file (then this is [`resolve_commit`]).
+/// For a caller with no cache to consult (the CLI): learn the commit *and* the model info
+/// (file list, card licence, gating) in one model-info request, so staging needs none of its
+/// own. The info is `None` when the source is pinned or offline (then this is
+/// [`resolve_commit`]).
 pub async fn resolve_with_listing(
     client: &HubClient,
     spec: &HubSpec,
     counters: &Counters,
-) -> Result<(String, Option<Vec<String>>), SourceError> {
-    if spec.is_pinned() || client.config().offline || spec.file.is_some() {
+) -> Result<(String, Option<RepoInfo>), SourceError> {
+    if spec.is_pinned() || client.config().offline {
         return Ok((resolve_commit(client, spec, counters).await?, None));
     }
     let info = client.repo_info(&spec.repo, spec.revision_or_main(), counters).await?;
@@ -104,17 +109,21 @@ pub async fn resolve_with_listing(
         }
         .into());
     }
-    Ok((info.sha, Some(info.siblings)))
+    Ok((info.sha.clone(), Some(info)))
 }
 
 /// Stage `spec` at `commit`: from the HF cache when the snapshot holds everything, else over
-/// HTTP. `listing` is the commit's file list when the caller already has it. Nothing is
-/// returned unless every read succeeded.
+/// HTTP. `info` is the commit's model info when the caller already has it (else staging asks
+/// for it: its listing, licence and gating are part of the facts). Nothing is returned unless
+/// every read succeeded.
+///
+/// A snapshot planned from the HF cache costs no request: its licence and gating are then
+/// what `info` says, or unknown.
 pub async fn stage(
     client: &HubClient,
     spec: &HubSpec,
     commit: &str,
-    listing: Option<Vec<String>>,
+    info: Option<RepoInfo>,
     budget: &PlanBudget,
 ) -> Result<ArtifactFacts, SourceError> {
     let hub = client.config();
@@ -128,6 +137,9 @@ pub async fn stage(
             Ok(mut facts) if complete(&facts.content) => {
                 facts.staging.commit = Some(commit.to_owned());
                 facts.source = source;
+                if let Some(info) = info {
+                    facts.meta = info.meta;
+                }
                 return Ok(facts);
             }
             Ok(_) | Err(_) if !hub.offline => {}
@@ -153,20 +165,37 @@ pub async fn stage(
         counters: &counters,
         budget,
     };
-    let (config, quant_config, content, files) = match &spec.file {
-        Some(file) if file.ends_with(".gguf") => (None, None, reader.named_gguf(spec, file, listing).await?, 0),
+    let (config, quant_config, content, files, info) = match &spec.file {
+        Some(file) if file.ends_with(".gguf") => {
+            let (content, info) = match info {
+                Some(info) => (reader.named_gguf(spec, file, Some(info.siblings.clone())).await?, info),
+                // A split GGUF's parts are checked against the listing before any is read.
+                None if gguf::split_part(file).is_some() => {
+                    let info = reader.info().await?;
+                    (reader.named_gguf(spec, file, Some(info.siblings.clone())).await?, info)
+                }
+                // One file: its header and the model info side by side, no round trip added.
+                None => {
+                    let (content, info) = tokio::join!(reader.named_gguf(spec, file, None), reader.info());
+                    (content?, info?)
+                }
+            };
+            (None, None, content, 0, info)
+        }
         Some(file) if file.ends_with(".safetensors") => {
-            let file = reader.safetensors(file, UNKNOWN_HEADER_GUESS).await?;
-            (
-                None,
-                None,
-                Content::Safetensors {
-                    files: vec![file],
-                    index: None,
-                    missing_files: vec![],
-                },
-                0,
-            )
+            let (file, info) = match info {
+                Some(info) => (reader.safetensors(file, UNKNOWN_HEADER_GUESS).await?, info),
+                None => {
+                    let (file, info) = tokio::join!(reader.safetensors(file, UNKNOWN_HEADER_GUESS), reader.info());
+                    (file?, info?)
+                }
+            };
+            let content = Content::Safetensors {
+                files: vec![file],
+                index: None,
+                missing_files: vec![],
+            };
+            (None, None, content, 0, info)
         }
         Some(file) => {
             return Err(SourceError::NotACheckpoint {
@@ -174,7 +203,7 @@ pub async fn stage(
                 reason: "a file source must be a .gguf or .safetensors file".into(),
             });
         }
-        None => reader.repo(listing).await?,
+        None => reader.repo(info).await?,
     };
     let (parsed, header_bytes) = match &content {
         Content::Safetensors { files, .. } => (files.len(), files.iter().map(|f| f.header.header_bytes()).sum()),
@@ -193,6 +222,7 @@ pub async fn stage(
         config,
         quant_config,
         content,
+        meta: info.meta,
         staging,
     })
 }
@@ -286,31 +316,29 @@ impl Reader<'_> {
         }
     }
 
-    /// A whole repo: config, index, every shard header (or the GGUF). Without a listing, the
-    /// listing, config and index are requested together: one round trip, not three.
-    /// Returns the small files read alongside the content.
-    async fn repo(
-        &self,
-        listing: Option<Vec<String>>,
-    ) -> Result<(Option<config::Config>, Option<config::Config>, Content, usize), SourceError> {
-        let (siblings, config_bytes, index_bytes) = match listing {
-            Some(siblings) => {
-                let has = |p: &str| siblings.iter().any(|s| s == p);
+    /// A whole repo: config, index, every shard header (or the GGUF). Without the model
+    /// info, it, config and index are requested together: one round trip, not three.
+    /// Returns the small files read alongside the content, and the model info.
+    async fn repo(&self, info: Option<RepoInfo>) -> Result<Staged, SourceError> {
+        let (info, config_bytes, index_bytes) = match info {
+            Some(info) => {
+                let has = |p: &str| info.siblings.iter().any(|s| s == p);
                 let (config, index) = tokio::join!(
                     self.optional_small(CONFIG, config::MAX_CONFIG_BYTES, has(CONFIG)),
                     self.optional_small(INDEX, index::MAX_INDEX_BYTES, has(INDEX)),
                 );
-                (siblings, config?, index?)
+                (info, config?, index?)
             }
             None => {
                 let (info, config, index) = tokio::join!(
-                    self.client.repo_info(self.repo, self.commit, self.counters),
+                    self.info(),
                     self.optional_small(CONFIG, config::MAX_CONFIG_BYTES, true),
                     self.optional_small(INDEX, index::MAX_INDEX_BYTES, true),
                 );
-                (info?.siblings, config?, index?)
+                (info?, config?, index?)
             }
         };
+        let siblings = &info.siblings;
         let quant_bytes = match siblings.iter().any(|s| s == QUANT_CONFIG) {
             true => {
                 self.optional_small(QUANT_CONFIG, config::MAX_CONFIG_BYTES, true)
@@ -345,7 +373,7 @@ impl Reader<'_> {
                 index: Some(index),
                 missing_files,
             };
-            return Ok((config, quant_config, content, small_files));
+            return Ok((config, quant_config, content, small_files, info));
         }
         let root_files: Vec<&String> = siblings.iter().filter(|s| !s.contains('/')).collect();
         let shards: Vec<&&String> = root_files.iter().filter(|s| s.ends_with(".safetensors")).collect();
@@ -356,14 +384,17 @@ impl Reader<'_> {
                 index: None,
                 missing_files: vec![],
             };
-            return Ok((config, quant_config, content, small_files));
+            return Ok((config, quant_config, content, small_files, info));
         }
         let first_parts: Vec<&String> = root_files
             .into_iter()
             .filter(|s| s.ends_with(".gguf") && gguf::split_part(s).is_none_or(|(i, _)| i == 1))
             .collect();
         match first_parts.as_slice() {
-            [one] => Ok((config, quant_config, self.gguf(one, &siblings).await?, small_files)),
+            [one] => {
+                let content = self.gguf(one, siblings).await?;
+                Ok((config, quant_config, content, small_files, info))
+            }
             [] => Err(SourceError::NotACheckpoint {
                 path: self.repo.into(),
                 reason: format!("no {INDEX}, {SINGLE}, .safetensors or .gguf files at {}", self.commit),
@@ -489,11 +520,12 @@ impl Reader<'_> {
     }
 
     async fn listing(&self) -> Result<Vec<String>, SourceError> {
-        Ok(self
-            .client
-            .repo_info(self.repo, self.commit, self.counters)
-            .await?
-            .siblings)
+        Ok(self.info().await?.siblings)
+    }
+
+    /// The commit's model info: its listing, card licence and gating.
+    async fn info(&self) -> Result<RepoInfo, SourceError> {
+        Ok(self.client.repo_info(self.repo, self.commit, self.counters).await?)
     }
 
     /// A GGUF (and the other parts of a split GGUF), each header read in doubling chunks.

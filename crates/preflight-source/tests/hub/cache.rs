@@ -76,3 +76,42 @@ async fn offline_plans_from_the_cache_and_never_touches_the_network() {
         hub.requests().len()
     );
 }
+
+/// A folder of the HF cache names its repo and commit (issue 27 item 7): planned as a local
+/// path, it is `Qwen/Qwen3-8B` at that commit, not a folder called by its hash. It has no card
+/// or gating to read; its files are listed with their sizes.
+#[test]
+fn an_hf_cache_snapshot_folder_is_its_repo_at_its_commit() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let commit = cache_repo(home.path(), "Qwen/Qwen3-8B");
+    let snapshot = home.path().join("hub/models--Qwen--Qwen3-8B/snapshots").join(&commit);
+    for path in [snapshot.clone(), snapshot.join("model-00004-of-00004.safetensors")] {
+        let facts = preflight_source::local::stage(&path).expect("stage");
+        assert_eq!(
+            facts.source.repo.as_deref(),
+            Some("Qwen/Qwen3-8B"),
+            "{}",
+            path.display()
+        );
+        assert_eq!(facts.source.commit.as_deref(), Some(commit.as_str()));
+        assert!(!facts.source.pinned);
+        assert_eq!((facts.meta.license.as_deref(), facts.meta.gated), (None, None));
+        let files = facts.meta.files.as_deref().expect("listed");
+        assert!(files.iter().any(|f| f.name == "config.json" && f.size.is_some()));
+    }
+    // An org-less repo, and folders that only look like the cache.
+    use preflight_source::local::hf_cache_snapshot;
+    let c = "0123456789abcdef0123456789abcdef01234567";
+    assert_eq!(
+        hf_cache_snapshot(std::path::Path::new(&format!("/x/models--gpt2/snapshots/{c}"))),
+        Some(("gpt2".into(), c.into()))
+    );
+    for path in [
+        format!("/x/models--a--b/snapshots/{}", &c[..12]),
+        format!("/x/datasets--a--b/snapshots/{c}"),
+        format!("/x/models--a--b/refs/{c}"),
+        format!("/x/models--a--b--c/snapshots/{c}"),
+    ] {
+        assert_eq!(hf_cache_snapshot(std::path::Path::new(&path)), None, "{path}");
+    }
+}

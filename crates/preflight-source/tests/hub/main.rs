@@ -4,5 +4,6 @@
 mod cache;
 mod faults;
 mod hostile;
+mod meta;
 mod staging;
 mod support;

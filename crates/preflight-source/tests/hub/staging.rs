@@ -189,8 +189,9 @@ async fn a_gguf_file_source_reads_its_header_in_growing_chunks() {
     assert!(verdict.admissible, "{:#?}", verdict.artifacts[0].findings);
     assert_eq!(verdict.artifacts[0].parameters.total, 8_190_735_360);
     assert_eq!(facts.staging.header_bytes, 7_302_665);
-    // Doubling from 1 MiB reaches 7.3 MB in four reads, under twice the header.
-    assert!(facts.staging.requests <= 4, "{}", facts.staging.requests);
+    // Doubling from 1 MiB reaches 7.3 MB in four reads, under twice the header; the repo's
+    // model info (licence, gating, listing) is read beside the first.
+    assert!(facts.staging.requests <= 4 + 1, "{}", facts.staging.requests);
     assert!(facts.staging.bytes_fetched < 2 * facts.staging.header_bytes);
 }
 

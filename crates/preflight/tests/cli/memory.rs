@@ -546,3 +546,19 @@ fn compare_refuses_more_values_than_it_plans_side_by_side() {
         String::from_utf8_lossy(&capped.stderr)
     );
 }
+
+/// An H100 "80 GB" shows CUDA 79.19 GiB; vLLM's 90% is of that, 71.27 GiB.
+#[test]
+fn usable_says_it_is_a_share_of_what_cuda_sees() {
+    let tiny = fixtures().join("local/tiny-llama");
+    let out = preflight(&["plan", &tiny.to_string_lossy(), "--devices", "h100-80gb:1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("usable: 90% of what CUDA sees (h100-80gb 79.19 GiB of 80.00 GiB)"),
+        "{text}"
+    );
+    assert!(text.contains("/ 71.27 GiB usable"), "{text}");
+    let out = preflight(&["plan", &tiny.to_string_lossy(), "--devices", "80GiB:1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("usable: 90% of each device"), "{text}");
+}
