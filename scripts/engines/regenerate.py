@@ -222,6 +222,27 @@ EXTRA_DEVICES = [
     },
 ]
 
+# Memory and bandwidth NVIDIA publishes for the GeForce parts the shared catalogue leaves
+# without them (its records cite compute capability only): each from NVIDIA's architecture
+# whitepaper for the part, filled only where the catalogue has no figure of its own.
+VENDOR_FIGURES = {
+    "rtx-3090": {
+        "memory_gib": 24,
+        "bandwidth_tb_s": 0.936,
+        "source": "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf (GeForce RTX 3090: 24 GB GDDR6X, 936 GB/sec)",
+    },
+    "rtx-4090": {
+        "memory_gib": 24,
+        "bandwidth_tb_s": 1.008,
+        "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf (GeForce RTX 4090: 24 GB GDDR6X, 1008 GB/sec)",
+    },
+    "rtx-5090": {
+        "memory_gib": 32,
+        "bandwidth_tb_s": 1.792,
+        "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf (GeForce RTX 5090: 32 GB GDDR7, 1792 GB/sec)",
+    },
+}
+
 # CUDA-visible totals: the startup-log `gpu` labels that name one catalogue device exactly.
 CUDA_VISIBLE_LABELS = {"H100-80GB": "h100-80gb", "RTX 3090": "rtx-3090"}
 
@@ -513,6 +534,12 @@ def devices(data, oracles):
             "fp8_dense_tflops": figure(d.get("fp8_dense_tflops")),
             "fp4_dense_tflops": figure(d.get("fp4_dense_tflops")),
         }
+        vendor = VENDOR_FIGURES.get(name)
+        if vendor and entry["memory_bytes"] is None:
+            # Device memory is built in binary units: a vendor's "24 GB" is 24 GiB.
+            entry["memory_bytes"] = {"value": vendor["memory_gib"] * GIB, "source": vendor["source"]}
+        if vendor and entry["memory_bandwidth_tb_s"] is None:
+            entry["memory_bandwidth_tb_s"] = {"value": vendor["bandwidth_tb_s"], "source": vendor["source"]}
         if name in measured:
             values = Counter(v for v, _ in measured[name])
             gib, _ = values.most_common(1)[0]

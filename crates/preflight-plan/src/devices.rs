@@ -274,8 +274,8 @@ mod tests {
 
     #[test]
     fn unknown_memory_asks_for_a_size_and_name_equals_size_gives_it() {
-        let rtx = capacity("rtx-4090").expect_err("no vendor memory figure");
-        assert!(rtx.contains("rtx-4090=24GiB"), "{rtx}");
+        let a10g = capacity("a10g").expect_err("no vendor memory figure");
+        assert!(a10g.contains("a10g=24GiB"), "{a10g}");
         assert_eq!(capacity("rtx-4090=24GiB"), Ok(("rtx-4090".to_owned(), 24 * GIB)));
         assert_eq!(capacity("RTX-4090 = 24GB").map(|c| c.1), Ok(24 * GIB));
     }
@@ -296,7 +296,7 @@ mod tests {
             assert!(find(name).is_some(), "{name}");
         }
         // The parts without a vendor memory figure: asked for NAME=SIZE instead.
-        let unknown_memory = ["gb200", "a10g", "rtx-3090", "rtx-4090", "rtx-5090"];
+        let unknown_memory = ["gb200", "a10g"];
         for d in catalogue() {
             match d.vendor.as_str() {
                 "NVIDIA" if d.name != "a10g" => assert!(d.compute_capability.is_some(), "{}", d.name),
@@ -322,6 +322,18 @@ mod tests {
         assert_eq!(h100.cuda_visible_bytes, Some((79.19 * GIB as f64) as u64));
         assert_eq!(find("a100-80gb").and_then(|d| d.compute_capability), Some(80));
         assert_eq!(find("rtx-5090").and_then(|d| d.compute_capability), Some(120));
+        // The GeForce parts' memory and bandwidth, from NVIDIA's architecture whitepapers.
+        for (name, gib, bandwidth) in [
+            ("rtx-3090", 24, 936e9),
+            ("rtx-4090", 24, 1008e9),
+            ("rtx-5090", 32, 1792e9),
+        ] {
+            let d = find(name).expect(name);
+            assert_eq!(d.memory_bytes, Some(gib * GIB), "{name}");
+            let read = d.memory_bandwidth_bytes_per_s.expect(name);
+            assert!((read - bandwidth).abs() < 1.0, "{name}: {read}");
+        }
+        assert_eq!(capacity("rtx-4090"), Ok(("rtx-4090".to_owned(), 24 * GIB)));
     }
 
     #[test]

@@ -1271,8 +1271,9 @@ mod tests {
 
     #[test]
     fn a_catalogued_device_at_a_given_size_round_trips_and_keeps_its_name() {
-        let d: Devices = "RTX-4090=24GiB:2, h100-80gb=80GB".parse().expect("devices");
-        assert_eq!(d.to_string(), "rtx-4090=25769803776:2,h100-80gb");
+        // A size other than the catalogue's is kept; the catalogue's own reads as the name.
+        let d: Devices = "RTX-4090=20GiB:2, h100-80gb=80GB".parse().expect("devices");
+        assert_eq!(d.to_string(), "rtx-4090=21474836480:2,h100-80gb");
         assert_eq!(d.to_string().parse::<Devices>().expect("reparse"), d);
         let [rtx, h100] = d.groups() else { panic!("two groups") };
         assert_eq!(
@@ -1285,7 +1286,11 @@ mod tests {
             Some(85_029_615_042),
             "79.19 GiB, as CUDA shows an H100 80GB"
         );
-        assert!("rtx-4090:1".parse::<Devices>().is_err(), "unknown memory needs a size");
+        assert!("a10g:1".parse::<Devices>().is_err(), "unknown memory needs a size");
+        assert_eq!(
+            "rtx-4090=24GiB".parse::<Devices>().map(|d| d.to_string()),
+            Ok("rtx-4090".into())
+        );
     }
 
     #[test]

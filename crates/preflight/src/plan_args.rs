@@ -141,7 +141,7 @@ fn parse_engine(s: &str) -> Result<preflight_plan::Engine, String> {
 fn devices_help() -> String {
     let mut help = String::from(
         "Devices to place the system on: NAME[:COUNT],… with NAME a catalogued device, NAME=SIZE for a \
-         catalogued device whose memory the catalogue does not know (rtx-4090=24GiB), or a capacity \
+         catalogued device whose memory the catalogue does not know (a10g=24GiB), or a capacity \
          (85899345920, 80GiB, or 24GB — a device's GB is read as GiB everywhere, as vendors mean it). \
          Naming the part also judges each engine's kernels on it (compute capability).\n\nCatalogue:",
     );

@@ -89,12 +89,13 @@ fn fp8_uses_the_fp8_peak_only_where_the_device_has_one_and_unknown_figures_stay_
         (h100.compute_dtype.as_str(), a100.compute_dtype.as_str()),
         ("fp8", "bf16")
     );
-    // No vendor bandwidth for an RTX 4090, and none for a device given by its size.
-    let rtx = bounds(
-        "meta-llama/Llama-3.1-8B",
-        r#"{"devices": "rtx-4090=24GiB", "context": 1}"#,
-    );
-    assert_eq!((rtx.decode_tokens_per_s, rtx.prefill_tokens_per_s), (None, None));
+    // An RTX 4090 has NVIDIA's bandwidth but no dense-TFLOPS figure: a decode bound, no
+    // prefill bound; an A10G has neither, and a device given by its size none.
+    let rtx = bounds("meta-llama/Llama-3.1-8B", r#"{"devices": "rtx-4090", "context": 1}"#);
+    assert!(rtx.decode_tokens_per_s.is_some());
+    assert_eq!(rtx.prefill_tokens_per_s, None);
+    let a10g = bounds("meta-llama/Llama-3.1-8B", r#"{"devices": "a10g=24GiB", "context": 1}"#);
+    assert_eq!((a10g.decode_tokens_per_s, a10g.prefill_tokens_per_s), (None, None));
     let sized = bounds("meta-llama/Llama-3.1-8B", r#"{"devices": "80GiB", "context": 1}"#);
     assert_eq!(sized.decode_tokens_per_s, None);
     // No devices, no bounds.
