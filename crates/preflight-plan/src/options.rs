@@ -66,11 +66,16 @@ pub struct PlanOptions {
     /// vLLM `--data-parallel-size`: engine replicas of `tensor_parallel` ranks each that act
     /// as one deployment, so that `expert_parallel` spreads the experts over all of their
     /// ranks. Each replica serves `sequences` of its own. Default 1; devices beyond
-    /// `tensor_parallel × data_parallel` hold independent copies of the deployment.
+    /// `tensor_parallel × data_parallel` hold independent copies of the deployment. Under
+    /// SGLang: `--attn-dp-size N` (deprecated: `--dp-size N --enable-dp-attention`) with
+    /// `--tp-size` = `tensor_parallel × N` — attention groups of `tensor_parallel` ranks inside
+    /// one TP group, each serving `sequences` of its own (docs/memory.md § Expert and data
+    /// parallelism; Qwen3-MoE only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_parallel: Option<u64>,
     /// Expert parallelism — vLLM `--enable-expert-parallel` (over `tensor_parallel ×
-    /// data_parallel` ranks), SGLang `--ep-size` equal to `tensor_parallel`: each rank holds
+    /// data_parallel` ranks), SGLang `--ep-size` equal to its `--tp-size` (`tensor_parallel ×
+    /// data_parallel`): each rank holds
     /// whole experts, an even share of them, instead of a slice of every expert.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub expert_parallel: bool,
@@ -475,7 +480,8 @@ impl PlanOptions {
     }
 
     /// Ranks the experts are spread over whole, when expert parallelism is on: every rank of
-    /// the data-parallel deployment under vLLM, the tensor-parallel group under SGLang.
+    /// the data-parallel deployment under vLLM, SGLang's TP group (attention-DP groups
+    /// included) under SGLang.
     pub fn expert_parallel_degree(&self, engine: MemoryEngine) -> Option<u64> {
         self.expert_parallel.then(|| engine.unit().expert_parallel_ranks(self))
     }

@@ -540,8 +540,9 @@ pub struct Memory {
     pub engine: Engine,
     pub sequences: u64,
     pub tensor_parallel: u64,
-    /// Engine replicas acting as one deployment (vLLM `--data-parallel-size`), each serving
-    /// `sequences` of its own.
+    /// Engine replicas acting as one deployment (vLLM `--data-parallel-size`), or SGLang's
+    /// attention-DP groups inside one TP group (`--attn-dp-size`), each serving `sequences` of
+    /// its own.
     pub data_parallel: u64,
     /// Ranks the experts are spread over whole, when expert parallelism is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]

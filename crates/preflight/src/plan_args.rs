@@ -39,12 +39,15 @@ pub struct MemoryArgs {
     pub tensor_parallel: Option<u64>,
     /// vLLM --data-parallel-size: engine replicas of --tensor-parallel ranks acting as one
     /// deployment, each serving --sequences of its own; with --expert-parallel the experts
-    /// spread over all their ranks [default: 1].
+    /// spread over all their ranks. SGLang: --attn-dp-size N (the deprecated --dp-size N
+    /// --enable-dp-attention) with --tp-size = --tensor-parallel × N: attention and the
+    /// embedding split by --tensor-parallel, the MLP, LM head and experts over all the ranks
+    /// (Qwen3-MoE only) [default: 1].
     #[arg(long, value_name = "N", help_heading = "Memory")]
     pub data_parallel: Option<u64>,
     /// Expert parallelism (vLLM --enable-expert-parallel over tensor × data parallel ranks,
-    /// SGLang --ep-size equal to --tensor-parallel): each rank holds whole experts, an even
-    /// share of them, instead of a slice of every expert.
+    /// SGLang --ep-size equal to its --tp-size, tensor × data parallel ranks): each rank holds
+    /// whole experts, an even share of them, instead of a slice of every expert.
     #[arg(long, help_heading = "Memory")]
     pub expert_parallel: bool,
     /// Count multi-token-prediction layers (weights and KV cache) [default: excluded].

@@ -5,7 +5,7 @@
 use super::{Sizing, Target, exact_cache_use};
 use crate::model::{Mixer, Model, Rope};
 use crate::options::{ComputeDtype, OptionsError, PlanOptions, Speculative};
-use crate::verdict::{Engine, RankMemory};
+use crate::verdict::{Component, Engine, RankMemory};
 
 /// One engine's rules. Defaults are what vLLM and SGLang share (tensor parallelism over
 /// ranks, a KV pool from a budget); an engine overrides where its source differs.
@@ -41,6 +41,15 @@ pub(crate) trait ServingEngine: Sync {
     /// Ranks one expert's width is sliced over without expert parallelism.
     fn expert_width_ranks(&self, options: &PlanOptions) -> u64 {
         options.tensor_parallel_degree().max(1)
+    }
+
+    /// Sharded weight components the engine splits over more ranks than the tensor-parallel
+    /// degree (which splits the attention projections and the KV heads), and over how many:
+    /// `Ok(None)` when every sharded component follows the tensor-parallel degree; `Err`
+    /// says why the engine's split of this model is not known (SGLang's data-parallel
+    /// attention).
+    fn wider_split(&self, _model: &Model, _options: &PlanOptions) -> Result<Option<WiderSplit>, String> {
+        Ok(None)
     }
 
     /// What drafting with this engine holds and refuses.
@@ -117,6 +126,13 @@ pub(crate) trait ServingEngine: Sync {
     fn draft_overheads(&self, _sizing: &Sizing, _target: &Target) -> (u64, u64) {
         (0, 0)
     }
+}
+
+/// Weight components split over `ranks` ranks rather than the tensor-parallel degree.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WiderSplit {
+    pub ranks: u64,
+    pub components: &'static [Component],
 }
 
 /// An artifact the engine allocates whole, not per rank.

@@ -20,7 +20,7 @@ mod weights;
 
 pub(crate) use buffers::rope_table_bytes;
 pub(crate) use cache::LayerCache;
-pub(crate) use engine::{DraftRules, ServingEngine, Whole, rank_memory};
+pub(crate) use engine::{DraftRules, ServingEngine, Whole, WiderSplit, rank_memory};
 pub use shape::Replays;
 pub(crate) use shape::{GraphShape, Shape};
 pub use system::{Target, engine_for, fits_as_planned, system};
@@ -183,10 +183,20 @@ pub fn prepare(
             }
         }
     }
+    // Components the engine splits wider than the attention (SGLang's data-parallel
+    // attention), or why its split of this model is not known.
+    let wider = match unit.wider_split(model, options) {
+        Ok(wider) => wider,
+        Err(why) => return unavailable(findings, "data_parallel", why),
+    };
+    // A dense MLP split wider must divide by those ranks too.
+    let wider_divides = wider.is_none_or(|w| {
+        !w.components.contains(&Component::Mlp) || model.intermediate.is_none_or(|i| i.is_multiple_of(w.ranks.max(1)))
+    });
     // An engine that splits layers between devices, not tensors, takes any count.
     let kv_projection_excess = match unit.splits_tensors() {
         false => Some(0),
-        true => tensor_parallel_split(model, &layers, tp, expert_width_degree),
+        true => tensor_parallel_split(model, &layers, tp, expert_width_degree).filter(|_| wider_divides),
     };
     // A degree that does not split it leaves `rank_weights` out: placement passes such a
     // count by, and a degree the caller gave is refused before sizing (`check_degree`).
@@ -218,7 +228,7 @@ pub fn prepare(
         }
         _ => options,
     };
-    let weights = weights_bytes(inputs.layout, options, 1, 0, padding(1), None);
+    let weights = weights_bytes(inputs.layout, options, 1, 0, padding(1), None, None);
     // Expert parallelism: a rank holds whole experts — the busiest `⌈experts / ranks⌉` of
     // them (vLLM `determine_expert_map` gives the first `experts mod ranks` ranks one more) —
     // each as wide as stored.
@@ -229,7 +239,7 @@ pub fn prepare(
     };
     let rank_padding = padding(expert_width_degree);
     let rank_weights = kv_projection_excess
-        .map(|excess| weights_bytes(inputs.layout, options, tp, excess, rank_padding, experts_held));
+        .map(|excess| weights_bytes(inputs.layout, options, tp, excess, rank_padding, experts_held, wider));
     Some(Sizing {
         context,
         max_context: model.context,

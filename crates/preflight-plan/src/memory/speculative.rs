@@ -171,8 +171,8 @@ pub fn attach(
             let mixers = model.layers.clone();
             let options = &cast(model.quantization.is_some());
             let excess = tensor_parallel_split(model, &mixers, tp, tp);
-            let mut whole = weights_bytes(inputs.layout, options, 1, 0, None, None);
-            let mut rank = excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess, None, None));
+            let mut whole = weights_bytes(inputs.layout, options, 1, 0, None, None, None);
+            let mut rank = excess.map(|excess| weights_bytes(inputs.layout, options, tp, excess, None, None, None));
             // Neither engine loads `t2d`; SGLang keeps `d2t` on the host until after its pool
             // is sized (`hot_token_id`, moved to the device in `init_lm_head`). Both are
             // buffers, whole on every rank.

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use super::engine::WiderSplit;
 use crate::families::Placement;
 use crate::model::{Mixer, Model};
 use crate::options::{PlanOptions, WeightsDtype};
@@ -100,7 +101,8 @@ pub(crate) fn tensor_parallel_split(model: &Model, layers: &[Mixer], tp: u64, ex
 /// ranks duplicate when there are fewer KV heads than ranks. `expert_padding` (allocated,
 /// stored) scales the routed experts where the engine allocates them padded;
 /// `experts_held` (held, all) is a rank's share of whole experts under expert parallelism,
-/// in place of a slice of every one.
+/// in place of a slice of every one. `wider`: sharded components the engine splits over
+/// more ranks than `tp` (SGLang's data-parallel attention).
 pub(crate) fn weights_bytes(
     layout: &WeightsLayout,
     options: &PlanOptions,
@@ -108,6 +110,7 @@ pub(crate) fn weights_bytes(
     kv_projection_excess: u64,
     expert_padding: Option<(u64, u64)>,
     experts_held: Option<(u64, u64)>,
+    wider: Option<WiderSplit>,
 ) -> u64 {
     let mut total = layout.unplaced_bytes;
     for ((component, placement), share) in &layout.parts {
@@ -124,7 +127,10 @@ pub(crate) fn weights_bytes(
                 u64::try_from((u128::from(bytes) * u128::from(held)).div_ceil(u128::from(all))).unwrap_or(u64::MAX)
             }
             (Placement::Replicated, ..) => bytes,
-            (Placement::Sharded, ..) => bytes.div_ceil(tp),
+            (Placement::Sharded, ..) => match wider.filter(|w| w.components.contains(component)) {
+                Some(w) => bytes.div_ceil(w.ranks.max(1)),
+                None => bytes.div_ceil(tp),
+            },
         };
         total = total.saturating_add(held);
         if *component == Component::Attention && *placement == Placement::Sharded && share.params > 0 {

@@ -85,12 +85,21 @@ fn parallelism_the_devices_cannot_have_is_a_usage_error() {
         "Qwen/Qwen3-30B-A3B",
     );
     assert_eq!(e.option, "data_parallel");
-    // SGLang's data parallelism is attention-only and not modelled: the option is vLLM's.
+    // SGLang's data-parallel attention is planned (below); llama.cpp has none, and SGLang's
+    // drafting under it is not modelled.
     let e = refused(
-        r#"{"engine": "sglang", "devices": "h100-80gb:8", "data_parallel": 2}"#,
+        r#"{"engine": "llama.cpp", "devices": "h100-80gb:2", "data_parallel": 2}"#,
         "Qwen/Qwen3-30B-A3B",
     );
     assert_eq!(e.option, "data_parallel");
+    let e = refused(
+        r#"{"engine": "sglang", "devices": "h100-80gb:8", "data_parallel": 2, "speculative": "mtp:1"}"#,
+        "Qwen/Qwen3-30B-A3B",
+    );
+    assert_eq!(e.option, "data_parallel");
+    let dp: PlanOptions =
+        serde_json::from_str(r#"{"engine": "sglang", "devices": "h100-80gb:8", "data_parallel": 2}"#).expect("json");
+    assert!(dp.validate().is_ok());
     // llama.cpp has no expert parallelism, named or implied by a GGUF.
     let e = refused(
         r#"{"engine": "llama.cpp", "devices": "h100-80gb:1", "expert_parallel": true}"#,
@@ -115,6 +124,98 @@ fn parallelism_the_devices_cannot_have_is_a_usage_error() {
         .expert_parallel,
         Some(8)
     );
+}
+
+/// SGLang 0.5.23's data-parallel attention, `--tensor-parallel 2 --data-parallel 4` =
+/// `--tp-size 8 --attn-dp-size 4` (the deprecated `--tp-size 8 --dp-size 4
+/// --enable-dp-attention`, `arg_groups/parallel_hook.py:39-61`), Qwen3-30B-A3B (BF16; hidden
+/// 2,048, 32 heads, 4 KV heads of 128, vocab 151,936, 48 layers of 128 experts 768 wide,
+/// untied). `attn_tp_size = tp_size // attn_dp_size = 2` (`runtime_context.py:73-76`). One
+/// rank holds, by hand:
+/// - QKV/O over attn_tp 2 (`parallel_group="attn_tp"`, `models/qwen3_moe.py:525-543`): 48 ×
+///   (2,048 × 4,096 + 2 × 2,048 × 512 + 4,096 × 2,048) × 2 B = 1,811,939,328 / 2 = 905,969,664;
+/// - the embedding over attn_tp 2 (`use_attn_tp_group=is_dp_attention_enabled()`,
+///   `models/qwen2_moe.py:1115-1120`): 151,936 × 2,048 × 2 = 622,329,856 / 2 = 311,164,928;
+/// - the LM head over the TP group of 8 (`use_attn_tp_group=enable_dp_lm_head`, off by
+///   default, `models/qwen3_moe.py:1017-1023`): 622,329,856 / 8 = 77,791,232;
+/// - the experts sliced over the TP group (`moe_tp_size = tp_size // ep_size // moe_dp_size`,
+///   `runtime_context.py:154`): 57,982,058,496 / 8 = 7,247,757,312;
+/// - routers and norms whole: 48 × 128 × 2,048 × 2 = 25,165,824 and (48 × (2 × 2,048 + 2 ×
+///   128) + 2,048) × 2 = 421,888.
+///
+/// Total 8,568,270,848. The KV pool's heads split over attn_tp (`get_num_kv_heads(attn_tp_size)`,
+/// `model_executor/pool_configurator.py:356,492`, `configs/model_config.py:1700-1711`): 4 / 2
+/// = 2 heads × 128 × (K + V) × 2 B × 48 layers = 49,152 bytes a token, 402,653,184 at 8,192.
+#[test]
+fn sglang_data_parallel_attention_splits_attention_over_its_group_only() {
+    let json =
+        r#"{"engine": "sglang", "devices": "h100-80gb:8", "tensor_parallel": 2, "data_parallel": 4, "context": 8192}"#;
+    let m = system_of(&["Qwen/Qwen3-30B-A3B"], json);
+    assert_eq!((m.tensor_parallel, m.data_parallel), (2, 4));
+    let rank = m.per_rank.expect("placed");
+    let embedding = 151_936 * 2_048 * 2;
+    let attention = 48 * (2_048 * 4_096 + 2 * 2_048 * 512 + 4_096 * 2_048) * 2;
+    let by_hand = attention / 2
+        + embedding / 2
+        + embedding / 8
+        + QWEN3_MOE_EXPERTS / 8
+        + 48 * 128 * 2_048 * 2
+        + (48 * (2 * 2_048 + 2 * 128) + 2_048) * 2;
+    assert_eq!(by_hand, 8_568_270_848);
+    assert_eq!(rank.weights_bytes, by_hand);
+    assert_eq!(rank.kv_cache_bytes, 2 * 128 * 2 * 2 * 48 * 8_192);
+    assert_eq!(rank.kv_cache_bytes, 402_653_184);
+    // Every rank of the TP group of 8 counted once.
+    assert_eq!(m.total_bytes, 8 * rank.total_bytes);
+    // vLLM at the same degrees splits the LM head by its TP 2 (each DP engine its own head).
+    let vllm = system_of(
+        &["Qwen/Qwen3-30B-A3B"],
+        r#"{"engine": "vllm", "devices": "h100-80gb:8", "tensor_parallel": 2, "data_parallel": 4, "context": 8192}"#,
+    )
+    .per_rank
+    .expect("placed");
+    assert_eq!(vllm.weights_bytes - rank.weights_bytes, embedding / 2 - embedding / 8);
+    // Plain SGLang TP 8 splits the attention, embedding and KV heads 8 ways, each rank
+    // keeping one whole KV head of 4 (`models/qwen3_moe.py:509-517`): its K/V rows, 2 × 128 ×
+    // 2,048, where an eighth of the 4 heads' would be half that — 262,144 parameters a layer
+    // more, 48 × 262,144 × 2 B = 25,165,824. DP attention holds twice its KV a token.
+    let tp8 = system_of(
+        &["Qwen/Qwen3-30B-A3B"],
+        r#"{"engine": "sglang", "devices": "h100-80gb:8", "context": 8192}"#,
+    )
+    .per_rank
+    .expect("placed");
+    assert_eq!(rank.kv_cache_bytes, 2 * tp8.kv_cache_bytes);
+    assert_eq!(
+        rank.weights_bytes - tp8.weights_bytes,
+        attention / 2 - (attention / 8 + 48 * 262_144 * 2) + embedding / 2 - embedding / 8
+    );
+    // `mem_fraction_static`'s default counts the whole TP group and the DP graphs' padding
+    // (`arg_groups/memory_hook.py:295-312,370-378`). On 80 GiB (81,920 MiB), tp_size 8: 512 +
+    // 8,192 × 1.5 + 8/8 × 1,024 + 512 × 2 + 58 prefill graphs × 8 = 15,312 MiB (0.813 without
+    // DP), plus 512 × 4 × 3 + 512 × 4 × 1.5 (batch 512 > 300) = 24,528 → 0.701.
+    assert_eq!(m.gpu_utilization, 0.701);
+    let tp8_share = system_of(
+        &["Qwen/Qwen3-30B-A3B"],
+        r#"{"engine": "sglang", "devices": "h100-80gb:8", "context": 8192}"#,
+    )
+    .gpu_utilization;
+    assert_eq!(tp8_share, 0.813);
+}
+
+/// A model class whose split under SGLang's data-parallel attention is not read is not sized.
+#[test]
+fn sglang_data_parallel_attention_of_an_unread_model_is_unavailable() {
+    let v = plan_with(
+        &["meta-llama/Llama-3.1-8B"],
+        r#"{"engine": "sglang", "devices": "h100-80gb:4", "tensor_parallel": 2, "data_parallel": 2}"#,
+    );
+    let finding = v.artifacts[0]
+        .findings
+        .iter()
+        .find(|f| f.code.as_str() == "memory.unavailable" && f.subject == "data_parallel")
+        .expect("unavailable");
+    assert!(finding.detail.contains("llama"), "{}", finding.detail);
 }
 
 /// `--dtype float32` on a BF16 checkpoint: weights load in f32, the model computes in f32,

@@ -71,6 +71,12 @@ impl ServingEngine for LlamaCpp {
                 "llama.cpp splits layers between devices, not experts: it has no expert parallelism".into(),
             );
         }
+        if options.data_parallel.is_some() {
+            return refused(
+                "data_parallel",
+                "llama.cpp splits layers between devices: it has no data parallelism (`data_parallel` is vLLM's and SGLang's)".into(),
+            );
+        }
         if options.speculative.is_some() {
             return refused(
                 "speculative",

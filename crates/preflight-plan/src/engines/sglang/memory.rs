@@ -19,8 +19,13 @@ const MIB: f64 = (1u64 << 20) as f64;
 /// `cuda_graph_config.py` `default_prefill_backend` l.119-123), at least 10 GiB on parts above
 /// 60 GiB. Not modelled: an MLA model's prefill graphs reserve 1.5 GiB instead (its fraction
 /// is 0.01–0.02 lower on an 80–141 GiB part), ROCm captures no prefill graph, and a VLM's
-/// default is lowered again (`adjust_mem_fraction_for_vlm`).
-pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64) -> Fraction {
+/// default is lowered again (`adjust_mem_fraction_for_vlm`). `tensor_parallel` is SGLang's
+/// `--tp-size` (attention-DP groups included); with `attn_dp` attention-DP groups, the
+/// graphs' reserve adds 3 × the decode batch × `attn_dp`, and 1.5 × that again when the batch
+/// is over 300 (l.370-378). The fraction is set before `handle_data_parallelism` divides the
+/// chunked-prefill tokens by `attn_dp` (`arg_groups/resolution_hooks.py` order;
+/// `parallel_hook.py:326-341`), so the undivided tokens count here.
+pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64, attn_dp: u64) -> Fraction {
     if let Some(given) = options.mem_fraction_static {
         return given;
     }
@@ -39,6 +44,12 @@ pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64) -> F
         + tensor_parallel as f64 / 8.0 * 1024.0
         + max_bs * 2.0
         + prefill_graphs * 8.0;
+    if attn_dp > 1 {
+        reserved += max_bs * attn_dp as f64 * 3.0;
+        if max_bs > 300.0 {
+            reserved += max_bs * attn_dp as f64 * 1.5;
+        }
+    }
     if gpu_mib > 60.0 * 1024.0 {
         reserved = reserved.max(10.0 * 1024.0);
     }
@@ -147,7 +158,7 @@ mod tests {
 
     #[test]
     fn default_fraction_by_the_device() {
-        let at = |capacity: u64, tp: u64| fraction(&PlanOptions::default(), capacity, tp).ppm() as f64 / 1e6;
+        let at = |capacity: u64, tp: u64| fraction(&PlanOptions::default(), capacity, tp, 1).ppm() as f64 / 1e6;
         // An H100 as CUDA shows it (79.19 GiB, 81,089.6 MiB), TP 1: 512 + 8,192 × 1.5 + 128 +
         // 256 × 2 + 58 × 8 = 13,904 MiB reserved → (81,089.6 − 13,904) / 81,089.6 = 0.829.
         assert_eq!(at(85_029_615_042, 1), 0.829);
@@ -155,11 +166,15 @@ mod tests {
         assert_eq!(at(85_029_615_042, 8), 0.811);
         // A 24 GiB part, TP 1: 512 + 4,096 × 1.5 + 128 + 48 × 2 + 50 × 8 = 7,280 → 0.704.
         assert_eq!(at(24 * GIB, 1), 0.704);
+        // TP size 8 in 4 attention-DP groups: 15,312 + 512 × 4 × 3 + 512 × 4 × 1.5 = 24,528
+        // → (81,089.6 − 24,528) / 81,089.6 = 0.698.
+        let dp = fraction(&PlanOptions::default(), 85_029_615_042, 8, 4).ppm() as f64 / 1e6;
+        assert_eq!(dp, 0.698);
         // A given fraction is kept.
         let given = PlanOptions {
             mem_fraction_static: Some(Fraction::from_ppm(800_000)),
             ..PlanOptions::default()
         };
-        assert_eq!(fraction(&given, 24 * GIB, 1).ppm(), 800_000);
+        assert_eq!(fraction(&given, 24 * GIB, 1, 1).ppm(), 800_000);
     }
 }

@@ -5,10 +5,10 @@
 pub(crate) mod memory;
 pub(crate) mod runtime;
 
-use crate::memory::{DraftRules, ServingEngine, Sizing, Target, exact_cache_use, speculative};
+use crate::memory::{DraftRules, ServingEngine, Sizing, Target, WiderSplit, exact_cache_use, speculative};
 use crate::model::{Model, Rope};
-use crate::options::{ComputeDtype, PlanOptions, Speculative};
-use crate::verdict::Engine;
+use crate::options::{ComputeDtype, OptionsError, PlanOptions, Speculative};
+use crate::verdict::{Component, Engine};
 
 pub(crate) struct Sglang;
 
@@ -53,6 +53,33 @@ const DRAFTING: DraftRules = DraftRules {
     lookahead: decode_reserve,
 };
 
+/// Model types whose split under data-parallel attention is read from SGLang 0.5.23's model
+/// source: Qwen3-MoE (`models/qwen3_moe.py`, its model class `Qwen2MoeModel` in
+/// `models/qwen2_moe.py`). Other model classes split the embedding differently (Llama's
+/// over the whole TP group, `models/llama.py:432-437`; some replicate it,
+/// `enable_tp=not is_dp_attention_enabled()`), so they are not sized.
+const DP_ATTENTION_MODEL_TYPES: &[&str] = &["qwen3_moe"];
+
+/// Under data-parallel attention (`--tp-size T×D --attn-dp-size D`), the weights split over
+/// the whole TP group of T×D ranks rather than the attention's T: the dense MLP
+/// (`Qwen3MoeMLP`, `parallel_group="tp"`, `models/qwen2_moe.py:180-198`) and the LM head
+/// (`ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)`, `models/qwen3_moe.py:1017-1023`;
+/// `--enable-dp-lm-head` is off by default, `arg_groups/fields/parallel.py:199-205`). The
+/// routed experts follow `expert_width_ranks`; QKV/O and the embedding stay on the
+/// attention's T (`parallel_group="attn_tp"`, `models/qwen3_moe.py:525-543`;
+/// `VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())`,
+/// `models/qwen2_moe.py:1115-1120`).
+const DP_ATTENTION_WIDER: &[Component] = &[Component::Mlp, Component::LmHead];
+
+/// Ranks of SGLang's TP group (`--tp-size`): the tensor-parallel degree times the
+/// attention-DP groups (`data_parallel`), which live inside it.
+fn tp_size(options: &PlanOptions) -> u64 {
+    options
+        .tensor_parallel_degree()
+        .saturating_mul(options.data_parallel_degree())
+        .max(1)
+}
+
 /// Tokens each request holds beyond its context (0 without a drafter).
 fn lookahead(sizing: &Sizing) -> u64 {
     sizing.speculative.as_ref().map_or(0, |t| decode_reserve(t.spec))
@@ -78,6 +105,54 @@ impl ServingEngine for Sglang {
         }
     }
 
+    fn refuse(&self, options: &PlanOptions) -> Result<(), OptionsError> {
+        if options.data_parallel_degree() > 1 && options.speculative.is_some() {
+            return Err(OptionsError {
+                option: "data_parallel",
+                message: "speculative decoding under SGLang's data-parallel attention is not modelled (how the draft model splits over the attention groups is not read)".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `--ep-size` equal to `--tp-size`: the whole TP group, attention-DP groups included.
+    fn expert_parallel_ranks(&self, options: &PlanOptions) -> u64 {
+        tp_size(options)
+    }
+
+    /// The experts' width splits over the whole TP group: `moe_tp_size = tp_size // ep_size
+    /// // moe_dp_size` (0.5.23 `runtime_context.py:154`), attention-DP groups included.
+    fn expert_width_ranks(&self, options: &PlanOptions) -> u64 {
+        tp_size(options)
+    }
+
+    /// Data-parallel attention (`data_parallel` D is `--attn-dp-size D`, or the deprecated
+    /// `--dp-size D --enable-dp-attention`, 0.5.23 `arg_groups/parallel_hook.py:39-61`, with
+    /// `--tp-size` = `tensor_parallel` × D): the attention runs on `attn_tp_size = tp_size //
+    /// attn_dp_size` ranks (`runtime_context.py:73-76`), the rest on all of them.
+    fn wider_split(&self, model: &Model, options: &PlanOptions) -> Result<Option<WiderSplit>, String> {
+        if options.data_parallel_degree() <= 1 {
+            return Ok(None);
+        }
+        if !DP_ATTENTION_MODEL_TYPES.contains(&model.model_type.as_str()) {
+            return Err(format!(
+                "SGLang's data-parallel attention (--attn-dp-size) is modelled for {} only: how model_type `{}` splits its embedding and MLP under it is not read",
+                DP_ATTENTION_MODEL_TYPES.join(", "),
+                model.model_type
+            ));
+        }
+        if model.tie_word_embeddings {
+            return Err(
+                "SGLang's data-parallel attention with tied embeddings (the LM head is the embedding, split over the attention's ranks or the whole group) is not modelled"
+                    .into(),
+            );
+        }
+        Ok(Some(WiderSplit {
+            ranks: tp_size(options),
+            components: DP_ATTENTION_WIDER,
+        }))
+    }
+
     fn drafting(&self) -> &'static DraftRules {
         &DRAFTING
     }
@@ -94,11 +169,11 @@ impl ServingEngine for Sglang {
 
     /// `mem_fraction_static` of it.
     fn usable(&self, options: &PlanOptions, capacity: u64) -> u64 {
-        memory::fraction(options, capacity, options.tensor_parallel_degree()).of(capacity)
+        memory::fraction(options, capacity, tp_size(options), options.data_parallel_degree()).of(capacity)
     }
 
     fn budget_share(&self, options: &PlanOptions, capacity: u64) -> f64 {
-        memory::fraction(options, capacity, options.tensor_parallel_degree()).into()
+        memory::fraction(options, capacity, tp_size(options), options.data_parallel_degree()).into()
     }
 
     /// Activations live in the share `mem_fraction_static` leaves out; a drafter's decode

@@ -175,9 +175,6 @@ impl ServingEngine for Vllm {
             ("max_num_batched_tokens", options.max_num_batched_tokens.is_some()),
             ("block_size", options.block_size.is_some()),
             ("enforce_eager", options.enforce_eager),
-            // SGLang's data parallelism is attention-only (`--enable-dp-attention`, within the
-            // tensor-parallel group): not modelled, so the option names vLLM's.
-            ("data_parallel", options.data_parallel.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, given)| given.then_some(name))
