@@ -112,20 +112,8 @@ fn remote_code(facts: &ArtifactFacts, listed: Option<&[ListedFile]>) -> RemoteCo
 }
 
 fn remote_code_detail(code: &RemoteCode) -> String {
-    let named: Vec<String> = code
-        .modules
-        .iter()
-        .map(|m| {
-            let place = m.repo.as_ref().map(|r| format!(" from {r}")).unwrap_or_default();
-            format!("{}{place} ({})", m.file, m.classes.join(", "))
-        })
-        .collect();
-    let missing: Vec<&str> = code
-        .modules
-        .iter()
-        .filter(|m| !m.present && m.repo.is_none())
-        .map(|m| m.file.as_str())
-        .collect();
+    let named = code.named_modules();
+    let missing = code.missing_files();
     let missing = match missing.as_slice() {
         [] => String::new(),
         files => format!("; not among the source's files: {}", files.join(", ")),

@@ -123,6 +123,28 @@ pub struct RemoteCode {
     pub modules: Vec<RemoteModule>,
 }
 
+impl RemoteCode {
+    /// Each module as a person reads it: `modeling_x.py (AutoModel)`, `… from org/name (…)`.
+    pub fn named_modules(&self) -> Vec<String> {
+        self.modules
+            .iter()
+            .map(|m| {
+                let place = m.repo.as_ref().map(|r| format!(" from {r}")).unwrap_or_default();
+                format!("{}{place} ({})", m.file, m.classes.join(", "))
+            })
+            .collect()
+    }
+
+    /// The source's own modules it does not ship.
+    pub fn missing_files(&self) -> Vec<&str> {
+        self.modules
+            .iter()
+            .filter(|m| !m.present && m.repo.is_none())
+            .map(|m| m.file.as_str())
+            .collect()
+    }
+}
+
 /// One module `auto_map` names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RemoteModule {

@@ -256,20 +256,8 @@ fn source_summary(s: &Source) -> String {
 
 /// `trust_remote_code imports modeling_x.py (AutoModel), …; not in the repo: …`.
 fn remote_code(code: &RemoteCode) -> String {
-    let modules: Vec<String> = code
-        .modules
-        .iter()
-        .map(|m| {
-            let place = m.repo.as_ref().map(|r| format!(" from {r}")).unwrap_or_default();
-            format!("{}{place} ({})", m.file, m.classes.join(", "))
-        })
-        .collect();
-    let missing: Vec<&str> = code
-        .modules
-        .iter()
-        .filter(|m| !m.present && m.repo.is_none())
-        .map(|m| m.file.as_str())
-        .collect();
+    let modules = code.named_modules();
+    let missing = code.missing_files();
     let missing = match missing.as_slice() {
         [] => String::new(),
         files => format!("; not among its files: {}", files.join(", ")),
