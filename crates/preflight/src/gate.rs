@@ -1,7 +1,6 @@
 //! `preflight gate`: the deploy gate of design §6 — a deployment signature (does the binary
 //! serving traffic look the cache up before doing work?), not a performance budget.
 
-use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -88,23 +87,23 @@ impl Gate {
     }
 }
 
-pub fn run(args: &GateArgs) -> ExitCode {
+pub fn run(args: &GateArgs) -> u8 {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("preflight gate: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            return 1;
         }
     };
     match runtime.block_on(gate(args)) {
-        Ok(0) => ExitCode::SUCCESS,
+        Ok(0) => 0,
         Ok(failures) => {
             println!("gate: {failures} check(s) failed");
-            ExitCode::from(1)
+            1
         }
         Err(e) => {
             eprintln!("preflight gate: {} unreachable: {e}", args.url);
-            ExitCode::from(EXIT_UNREACHABLE)
+            EXIT_UNREACHABLE
         }
     }
 }

@@ -1,12 +1,12 @@
 //! `preflight serve`: logging, a runtime, and the server library.
 
 use std::io::IsTerminal;
-use std::process::ExitCode;
 
 use preflight_server::{LogFormat, ServeArgs};
 use tracing_subscriber::EnvFilter;
 
-pub fn run(args: ServeArgs) -> ExitCode {
+/// Serve until stopped; the exit status is 0, or 1 when the server could not run.
+pub fn run(args: ServeArgs) -> u8 {
     preflight_server::bound_allocator_arenas();
     let filter = EnvFilter::try_from_env("PREFLIGHT_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     // Colour codes only for a person at a terminal; a log file or collector gets plain text.
@@ -22,14 +22,14 @@ pub fn run(args: ServeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("preflight serve: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
+            return 1;
         }
     };
     match runtime.block_on(preflight_server::serve(args)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => 0,
         Err(e) => {
             eprintln!("preflight serve: {e}");
-            ExitCode::FAILURE
+            1
         }
     }
 }

@@ -6,6 +6,7 @@ mod first_use;
 mod fixtures;
 mod gate;
 mod hub;
+mod library;
 mod memory;
 mod naming;
 mod replicas;
