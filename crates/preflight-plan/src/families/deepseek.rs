@@ -75,11 +75,14 @@ pub(super) const MTP_TENSORS: &[TensorGroup] = &[group(
     Mtp,
 )];
 
-/// vLLM's DeepseekV2MLAAttention builds the latent down-projections as ReplicatedLinear; its
-/// MTP layer (`deepseek_mtp.py` `DeepSeekMultiTokenPredictorLayer`) builds `eh_proj` as a plain
-/// `nn.Linear` and its norms as `RMSNorm`, each whole on every rank.
+/// vLLM's DeepseekV2MLAAttention builds the latent down-projections as ReplicatedLinear, and
+/// V3.2's indexer its three projections (vLLM 0.19 `deepseek_v2.py` `Indexer`, l.635-650;
+/// SGLang 0.5.23 `dsa_indexer.py:344-371`); its MTP layer (`deepseek_mtp.py`
+/// `DeepSeekMultiTokenPredictorLayer`) builds `eh_proj` as a plain `nn.Linear` and its norms
+/// as `RMSNorm`, each whole on every rank.
 pub(super) const TP_REPLICATED: &[&str] = &[
     "model.layers.N.self_attn.{q_a_proj,kv_a_proj_with_mqa}.weight",
+    "model.layers.N.self_attn.indexer.{wq_b,wk,weights_proj}.weight",
     "model.layers.N.{enorm,hnorm,eh_proj,shared_head.norm}.weight",
 ];
 

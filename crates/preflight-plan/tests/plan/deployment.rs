@@ -203,6 +203,50 @@ fn sglang_data_parallel_attention_splits_attention_over_its_group_only() {
     assert_eq!(tp8_share, 0.813);
 }
 
+/// DeepSeek's model class under SGLang's data-parallel attention (`models/deepseek_v2.py`):
+/// the MLA projections and the embedding on the attention's ranks, the first dense layer's
+/// MLP, the shared experts and the LM head over the whole TP group. DeepSeek-V2-Lite (BF16,
+/// no q LoRA) at `--tp-size 4 --attn-dp-size 4`, worked by hand from its config.
+#[test]
+fn sglang_data_parallel_attention_splits_deepseek_as_its_model_class_does() {
+    const REPO: &str = "deepseek-ai/DeepSeek-V2-Lite-Chat";
+    let dp = system_of(
+        &[REPO],
+        r#"{"engine": "sglang", "devices": "h100-80gb:4", "tensor_parallel": 1, "data_parallel": 4, "context": 8192}"#,
+    );
+    assert_eq!((dp.tensor_parallel, dp.data_parallel), (1, 4));
+    let dp_rank = dp.per_rank.expect("placed");
+    let (hidden, layers, heads, vocab) = (2_048u64, 27u64, 16u64, 102_400u64);
+    // q_proj (192-wide heads), kv_b_proj (128 + 128 per head), o_proj; kv_a_proj_with_mqa is
+    // replicated under any split.
+    let attention = layers * (hidden * heads * 192 + 512 * heads * 256 + heads * 128 * hidden) * 2;
+    let embedding = vocab * hidden * 2;
+    let dense_mlp = 3 * hidden * 10_944 * 2;
+    let shared_experts = (layers - 1) * 3 * hidden * 2 * 1_408 * 2;
+    let experts = (layers - 1) * 64 * 3 * hidden * 1_408 * 2;
+    // Replicated on every rank: the latent down-projection, the router, the norms.
+    let replicated =
+        (layers * hidden * (512 + 64) + (layers - 1) * 64 * hidden + layers * (2 * hidden + 512) + hidden) * 2;
+    let by_hand = attention + embedding + (embedding + dense_mlp + shared_experts + experts) / 4 + replicated;
+    assert_eq!(dp_rank.weights_bytes, by_hand);
+    // Plain TP 4 splits the attention and the embedding four ways too; the rest alike.
+    let tp = system_of(
+        &[REPO],
+        r#"{"engine": "sglang", "devices": "h100-80gb:4", "tensor_parallel": 4, "context": 8192}"#,
+    )
+    .per_rank
+    .expect("placed");
+    assert_eq!(
+        dp_rank.weights_bytes - tp.weights_bytes,
+        (attention + embedding) * 3 / 4
+    );
+    // The latent is not split by heads: a token costs every rank the same either way,
+    // (512 + 64) × 2 bytes a layer.
+    assert_eq!(dp_rank.kv_cache_bytes, tp.kv_cache_bytes);
+    assert_eq!(dp_rank.kv_cache_bytes, layers * 576 * 2 * 8_192);
+    assert_eq!(dp.total_bytes, 4 * dp_rank.total_bytes);
+}
+
 /// A model class whose split under SGLang's data-parallel attention is not read is not sized.
 #[test]
 fn sglang_data_parallel_attention_of_an_unread_model_is_unavailable() {

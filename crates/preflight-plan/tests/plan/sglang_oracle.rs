@@ -294,12 +294,6 @@ fn row(r: &Value) -> Row {
         out.skipped = Some("no bundled fixture".into());
         return out;
     };
-    if r["dp"].as_u64().is_some_and(|dp| dp > 1) {
-        // DP attention: each rank runs attention alone (attention TP 1), so it holds the
-        // attention weights whole and a pool of its own.
-        out.skipped = Some("DP attention (not modelled)".into());
-        return out;
-    }
     let pools = logged_pools(r);
     let tokens = r["kv_cache_tokens"].as_u64();
     if tokens.is_none() {
@@ -307,9 +301,12 @@ fn row(r: &Value) -> Row {
         out.skipped = Some(format!("no pool logged ({})", text(r, "outcome")));
         return out;
     }
+    // `--tp T --dp D --enable-dp-attention`: D attention groups inside a TP group of T.
+    let dp = r["dp"].as_u64().unwrap_or(1).max(1);
     let mut options = serde_json::json!({
         "engine": format!("sglang@{MODELLED}"),
-        "tensor_parallel": tp,
+        "tensor_parallel": tp / dp,
+        "data_parallel": dp,
     });
     if let (Some(baseline), Some(fraction)) = (baseline, fraction) {
         let bytes = (baseline * GIB as f64).round() as u64;

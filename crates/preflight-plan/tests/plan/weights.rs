@@ -164,6 +164,37 @@ fn deepseek_latent_down_projections_are_replicated() {
     );
 }
 
+/// V3.2's indexer builds its three projections as ReplicatedLinear in both engines (vLLM 0.19
+/// `deepseek_v2.py` `Indexer`; SGLang 0.5.23 `dsa_indexer.py`): whole on every rank.
+#[test]
+fn deepseek_v32_indexer_projections_are_replicated() {
+    let repo = "nvidia/DeepSeek-V3.2-NVFP4";
+    let main = |n: &str| !n.starts_with("model.layers.61.") || n.ends_with("e_score_correction_bias");
+    let indexer = |n: &str| n.contains(".indexer.") && !n.contains("k_norm");
+    let replicated = |n: &str| {
+        [
+            "q_a_proj.",
+            "kv_a_proj_with_mqa.",
+            "layernorm.",
+            "k_norm.",
+            "mlp.gate.weight",
+            "e_score_correction_bias",
+        ]
+        .iter()
+        .any(|p| n.contains(p))
+            || indexer(n)
+            || n == "model.norm.weight"
+    };
+    let whole = stored_bytes(repo, |n| main(n) && replicated(n));
+    let split = stored_bytes(repo, |n| main(n) && !replicated(n));
+    let rank = memory_of(repo, r#"{"context": 1, "tensor_parallel": 8}"#)
+        .per_rank
+        .expect("valid split")
+        .weights_bytes;
+    assert!(rank >= whole + split / 8 && rank <= whole + split / 8 + 64, "{rank}");
+    assert!(stored_bytes(repo, |n| main(n) && indexer(n)) > 500_000_000);
+}
+
 /// A DeepSeek-V3 config that leaves `n_shared_experts` out gets the config class's default,
 /// one shared expert, as transformers builds it (the checkpoint stores one).
 #[test]

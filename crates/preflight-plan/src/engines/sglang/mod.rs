@@ -53,23 +53,31 @@ const DRAFTING: DraftRules = DraftRules {
     lookahead: decode_reserve,
 };
 
-/// Model types whose split under data-parallel attention is read from SGLang 0.5.23's model
-/// source: Qwen3-MoE (`models/qwen3_moe.py`, its model class `Qwen2MoeModel` in
-/// `models/qwen2_moe.py`). Other model classes split the embedding differently (Llama's
-/// over the whole TP group, `models/llama.py:432-437`; some replicate it,
-/// `enable_tp=not is_dp_attention_enabled()`), so they are not sized.
-const DP_ATTENTION_MODEL_TYPES: &[&str] = &["qwen3_moe"];
-
-/// Under data-parallel attention (`--tp-size T×D --attn-dp-size D`), the weights split over
-/// the whole TP group of T×D ranks rather than the attention's T: the dense MLP
-/// (`Qwen3MoeMLP`, `parallel_group="tp"`, `models/qwen2_moe.py:180-198`) and the LM head
-/// (`ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)`, `models/qwen3_moe.py:1017-1023`;
-/// `--enable-dp-lm-head` is off by default, `arg_groups/fields/parallel.py:199-205`). The
-/// routed experts follow `expert_width_ranks`; QKV/O and the embedding stay on the
-/// attention's T (`parallel_group="attn_tp"`, `models/qwen3_moe.py:525-543`;
-/// `VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())`,
-/// `models/qwen2_moe.py:1115-1120`).
-const DP_ATTENTION_WIDER: &[Component] = &[Component::Mlp, Component::LmHead];
+/// Under data-parallel attention (`--tp-size T×D --attn-dp-size D`), the components each
+/// model class splits over the whole TP group of T×D ranks rather than the attention's T, as
+/// read from SGLang 0.5.23's model source. In both classes QKV/O (`parallel_group="attn_tp"`)
+/// and the embedding (`VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())`,
+/// `layers/vocab_parallel_embedding.py:183-185`) stay on the attention's T; the LM head goes
+/// wide (`ParallelLMHead(use_attn_tp_group=enable_dp_lm_head)`, and `--enable-dp-lm-head` is
+/// off by default, `arg_groups/fields/parallel.py:199-205`); the routed experts follow
+/// `expert_width_ranks`. Other model classes split the embedding differently (Llama's over the
+/// whole TP group, `models/llama.py:432-437`; some replicate it), so they are not sized.
+const DP_ATTENTION_SPLITS: &[(&[&str], &[Component])] = &[
+    // `models/qwen3_moe.py` (model class `Qwen2MoeModel`, `models/qwen2_moe.py:1115-1120`):
+    // QKV/O on `attn_tp` (l.525-543), the dense MLP on `tp` (`Qwen3MoeMLP`,
+    // `models/qwen2_moe.py:180-198`), the head l.1017-1023.
+    (&["qwen3_moe"], &[Component::Mlp, Component::LmHead]),
+    // `models/deepseek_v2.py` (V2, V3, Kimi-K2, V3.2): the MLA projections on `attn_tp`
+    // (l.2078-2161; the latent down-projections and V3.2's indexer replicated), the embedding
+    // through `get_embedding_tp_kwargs()` (l.2943-2947), the first dense layers' MLP on `tp`
+    // (l.2665: replicated only with `--moe-dense-tp-size 1`), the shared experts on `tp`
+    // (l.896: replicated only under the DeepEP-style all-to-all backends), the head
+    // l.3291-3297.
+    (
+        &["deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32"],
+        &[Component::Mlp, Component::SharedExperts, Component::LmHead],
+    ),
+];
 
 /// Ranks of SGLang's TP group (`--tp-size`): the tensor-parallel degree times the
 /// attention-DP groups (`data_parallel`), which live inside it.
@@ -134,13 +142,20 @@ impl ServingEngine for Sglang {
         if options.data_parallel_degree() <= 1 {
             return Ok(None);
         }
-        if !DP_ATTENTION_MODEL_TYPES.contains(&model.model_type.as_str()) {
+        let Some((_, components)) = DP_ATTENTION_SPLITS
+            .iter()
+            .find(|(model_types, _)| model_types.contains(&model.model_type.as_str()))
+        else {
+            let read: Vec<&str> = DP_ATTENTION_SPLITS
+                .iter()
+                .flat_map(|(types, _)| types.iter().copied())
+                .collect();
             return Err(format!(
                 "SGLang's data-parallel attention (--attn-dp-size) is modelled for {} only: how model_type `{}` splits its embedding and MLP under it is not read",
-                DP_ATTENTION_MODEL_TYPES.join(", "),
+                read.join(", "),
                 model.model_type
             ));
-        }
+        };
         if model.tie_word_embeddings {
             return Err(
                 "SGLang's data-parallel attention with tied embeddings (the LM head is the embedding, split over the attention's ranks or the whole group) is not modelled"
@@ -149,7 +164,7 @@ impl ServingEngine for Sglang {
         }
         Ok(Some(WiderSplit {
             ranks: tp_size(options),
-            components: DP_ATTENTION_WIDER,
+            components,
         }))
     }
 
