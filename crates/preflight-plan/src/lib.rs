@@ -25,6 +25,7 @@ pub mod speculative;
 mod tensors;
 mod throughput;
 pub mod verdict;
+pub mod workload;
 
 use std::borrow::Borrow;
 

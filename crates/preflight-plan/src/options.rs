@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::devices;
 use crate::verdict::Engine;
+use crate::workload::{Slo, Workload};
 
 /// Longest context accepted: llama.cpp holds contexts in 32 bits, and no model declares one
 /// within three orders of magnitude of it. It also keeps every byte product far from `u64`.
@@ -141,6 +142,15 @@ pub struct PlanOptions {
     /// window and a micro-batch. Default off, as llama.cpp's tools.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub swa_full: bool,
+    /// The traffic to estimate serving performance for: `isl=1024,osl=1024,concurrency=64`
+    /// (a closed loop of 64 clients) or `isl=…,osl=…,rate=5` (5 requests a second, an open
+    /// loop). Adds the `performance` block; needs `devices`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<Workload>,
+    /// Latency targets the performance estimate is held to: `ttft=2s,tpot=50ms` (any of ttft,
+    /// tpot, e2e; the median unless a percentile is named, `ttft_p99=3s`). Needs `workload`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
     /// An engine the deployment needs (`vllm`, `sglang`, `llama_cpp`, `transformers`): the
     /// verdict's `require_engine.met` says whether every artifact runs on it (`yes` or
     /// `fallback`), and the CLI exits 4 when not. Not a memory option.
@@ -370,6 +380,18 @@ impl PlanOptions {
         }
         if let Some(engine) = self.knob_engine()? {
             self.check_engine(engine)?;
+        }
+        if self.slo.is_some() && self.workload.is_none() {
+            return Err(error(
+                "slo",
+                "latency targets are held against a workload: give workload too (isl=…,osl=…,concurrency=… or rate=…)",
+            ));
+        }
+        if self.workload.is_some() && self.devices.is_none() {
+            return Err(error(
+                "workload",
+                "a performance estimate needs the devices it runs on: give devices too (e.g. h100-80gb:8)",
+            ));
         }
         if let Some(spec) = self.speculative
             && spec.method == SpeculativeMethod::Mtp
@@ -729,6 +751,10 @@ pub enum WeightsDtype {
     /// MXFP4: 32 values in 16 bytes plus one E8M0 scale byte (OCP Microscaling).
     #[serde(rename = "mxfp4")]
     Mxfp4,
+    /// NVFP4 (ModelOpt's layout): 16 values in 8 bytes plus one FP8 E4M3 scale byte (the
+    /// per-tensor FP32 scales are a few bytes a tensor, not counted).
+    #[serde(rename = "nvfp4")]
+    Nvfp4,
 }
 
 const WEIGHTS_NAMES: &[(WeightsDtype, &[&str])] = &[
@@ -739,6 +765,7 @@ const WEIGHTS_NAMES: &[(WeightsDtype, &[&str])] = &[
     (WeightsDtype::Int8, &["int8"]),
     (WeightsDtype::Int4, &["int4"]),
     (WeightsDtype::Mxfp4, &["mxfp4"]),
+    (WeightsDtype::Nvfp4, &["nvfp4"]),
 ];
 
 impl WeightsDtype {
@@ -751,6 +778,7 @@ impl WeightsDtype {
             // 128 nibbles (64 bytes) + f16 scale (2) + 4-bit zero (0.5) = 66.5 bytes a group.
             WeightsDtype::Int4 => (256, 133),
             WeightsDtype::Mxfp4 => (32, 17),
+            WeightsDtype::Nvfp4 => (16, 9),
         }
     }
 

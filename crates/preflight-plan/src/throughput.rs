@@ -47,6 +47,7 @@ pub fn load(
     let weights = match options.weights_dtype {
         Some(crate::options::WeightsDtype::Fp8) => Weights::Fp8,
         Some(crate::options::WeightsDtype::Mxfp4) => Weights::Mxfp4,
+        Some(crate::options::WeightsDtype::Nvfp4) => Weights::Nvfp4,
         Some(_) => Weights::Other,
         None => model.quantization.as_ref().map_or(Weights::Other, Weights::of),
     };

@@ -23,7 +23,7 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "DTYPE", value_parser = parse_kv_dtype, help_heading = "Memory")]
     pub kv_dtype: Option<KvChoice>,
     /// Plan the weights as if stored as: bf16, f16, f32 (cast everything), or fp8, int8,
-    /// int4, mxfp4 (quantize linear layers) [default: as stored].
+    /// int4, mxfp4, nvfp4 (quantize linear layers) [default: as stored].
     #[arg(long, value_name = "DTYPE", help_heading = "Memory")]
     pub weights_dtype: Option<WeightsDtype>,
     /// vLLM/SGLang --dtype: bfloat16, float16 or float32, the dtype the model computes in

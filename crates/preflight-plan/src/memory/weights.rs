@@ -167,6 +167,7 @@ mod tests {
         assert_eq!(part_bytes(Component::Mlp, share, None), 2000);
         assert_eq!(part_bytes(Component::Mlp, share, Some(WeightsDtype::Fp8)), 1000);
         assert_eq!(part_bytes(Component::Mlp, share, Some(WeightsDtype::Int4)), 520); // 1000 × 133/256
+        assert_eq!(part_bytes(Component::Mlp, share, Some(WeightsDtype::Nvfp4)), 563); // 1000 × 9/16
         assert_eq!(part_bytes(Component::Embedding, share, Some(WeightsDtype::Int4)), 2000);
         assert_eq!(part_bytes(Component::Embedding, share, Some(WeightsDtype::F32)), 4000);
         assert_eq!(part_bytes(Component::Buffer, share, Some(WeightsDtype::F32)), 2000);
