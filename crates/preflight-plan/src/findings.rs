@@ -172,6 +172,15 @@ catalogue! {
     /// has no memory block of its own, because its weights, RoPE table and KV cache layer are
     /// held by the target's engine and counted in the target's (`memory.speculative`).
     MemorySpeculativeDraft => ("memory.speculative_draft", Info),
+    /// A workload was given, but no performance estimate can be made for this plan: the
+    /// engine's scheduler is not modelled (llama.cpp), several artifacts share the devices, a
+    /// device lacks the vendor figures the step costs need, the engine was never calibrated,
+    /// or the KV pool holds not one request of the workload's length. The detail says which.
+    PerformanceUnavailable => ("performance.unavailable", Warning),
+    /// The performance estimate's constants were fitted on another device or compute type
+    /// than this deployment's (the detail names the set used): its range is the other set's
+    /// and may not hold here.
+    PerformanceUncalibrated => ("performance.uncalibrated", Warning),
     /// (In `runtimes.<engine>.findings`; runtime findings never make a checkpoint
     /// inadmissible.) The engine registers no implementation of the checkpoint's
     /// `architectures` class (or GGUF `general.architecture`), and has no fallback for it.

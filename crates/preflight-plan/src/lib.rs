@@ -16,6 +16,7 @@ mod gguf_reader;
 mod memory;
 pub mod model;
 pub mod options;
+pub mod performance;
 mod placement;
 pub mod quant;
 mod runtimes;
@@ -63,6 +64,24 @@ pub fn engine_version(engine: Engine) -> &'static str {
 /// engine (chosen by the artifacts' format when not named) has no cache for, and a
 /// `tensor_parallel` the model cannot be split over.
 pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Result<Verdict, OptionsError> {
+    plan_with_case(facts, options).map(|(verdict, _)| verdict)
+}
+
+/// The performance estimate's inputs for the plan `options` ask for, for the calibration to
+/// replay under candidate constants (`tests/plan/performance_oracle.rs`); `None` when the plan
+/// gives no estimate's inputs (no workload, several artifacts, an engine or device not modelled).
+#[doc(hidden)]
+pub fn performance_case<F: Borrow<ArtifactFacts>>(
+    facts: &[F],
+    options: &PlanOptions,
+) -> Result<Option<performance::Case>, OptionsError> {
+    plan_with_case(facts, options).map(|(_, case)| case)
+}
+
+fn plan_with_case<F: Borrow<ArtifactFacts>>(
+    facts: &[F],
+    options: &PlanOptions,
+) -> Result<(Verdict, Option<performance::Case>), OptionsError> {
     options.validate()?;
     let memory_options = options.asks_for_memory().then_some(options);
     let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.borrow().content)).collect();
@@ -131,6 +150,8 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
         .and_then(|p| p.options.devices.as_ref()?.smallest().cloned());
     let count = described.len();
     let mut loads = Vec::with_capacity(count);
+    let mut estimate_made = None;
+    let mut case_made = None;
     let target_name = described.first().map(|d| d.name.clone()).unwrap_or_default();
     // The context a draft head is planned at: the option's, else its target's declared maximum.
     let planned_context = placed
@@ -152,14 +173,14 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
                     artifact.findings.push(*code, "memory", detail.clone());
                 }
             }
-            let memory = sizing.as_ref().zip(placed.as_ref()).map(|(s, p)| {
+            let memory_report = sizing.as_ref().zip(placed.as_ref()).map(|(s, p)| {
                 s.report(&memory::Target {
                     engine,
                     options: &p.options,
                     device: device.as_ref(),
                 })
             });
-            let load = match (&placed, &artifact.model, &memory) {
+            let load = match (&placed, &artifact.model, &memory_report) {
                 (Some(p), Some(model), Some(report)) if !report.lower_bound => throughput::load(
                     model,
                     report,
@@ -170,9 +191,59 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
                 _ => None,
             };
             loads.push(load);
+            if let (Some(workload), Some(system), Some(report), Some(model), Some(group), Some(p)) = (
+                options.workload.as_ref(),
+                memory.as_ref(),
+                memory_report.as_ref(),
+                artifact.model.as_ref(),
+                device.as_ref(),
+                placed.as_ref(),
+            ) {
+                let estimated = match count {
+                    1 => performance::case(
+                        &performance::Inputs {
+                            model,
+                            memory: report,
+                            parameters: &artifact.parameters,
+                            routed_expert_bytes: artifact.layout.component_bytes(Component::Experts),
+                            embedding_bytes: artifact.layout.component_bytes(Component::Embedding),
+                        },
+                        system,
+                        &p.options,
+                        workload,
+                        engine,
+                        group,
+                        throughput::computed_in(model, &p.options),
+                    ),
+                    _ => Err("several artifacts share the devices: a performance estimate is for one model".into()),
+                };
+                let estimated = estimated.and_then(|case| {
+                    let estimate = case.estimate(options.slo.as_ref());
+                    case_made = Some(case);
+                    estimate
+                });
+                match estimated {
+                    Ok(estimate) => {
+                        if !estimate.calibration_matches {
+                            let detail = format!(
+                                "no calibration was fitted on {} × {} × {}: the constants and the range are {}'s",
+                                engine.name(),
+                                group.name,
+                                estimate.compute_dtype,
+                                estimate.calibrated_on
+                            );
+                            artifact.findings.push(Code::PerformanceUncalibrated, "performance", detail);
+                        }
+                        estimate_made = Some(estimate);
+                    }
+                    Err(why) => {
+                        artifact.findings.push(Code::PerformanceUnavailable, "performance", why);
+                    }
+                }
+            }
             let subject = runtimes::Subject::new(facts[index].borrow(), artifact.format, artifact.model.as_ref());
             let runtimes = engines::judge(index, &subject, &devices);
-            artifact.finish(index, memory, runtimes)
+            artifact.finish(index, memory_report, runtimes)
         })
         .collect();
     // The figures follow one engine: if it cannot load an artifact there, nothing fits.
@@ -209,7 +280,8 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
             Severity::Info => summary.info += 1,
         }
     }
-    Ok(Verdict {
+    let runs = memory.as_ref().is_some_and(|m| m.does_not_run.is_none());
+    let verdict = Verdict {
         schema: SCHEMA.to_owned(),
         planner: PlannerVersion {
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -219,10 +291,12 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
         summary,
         staging: facts.iter().map(|f| f.borrow().staging.clone()).collect(),
         artifacts,
+        performance: estimate_made.filter(|_| runs),
         memory,
         require_engine,
         engines: releases(),
-    })
+    };
+    Ok((verdict, case_made.filter(|_| runs)))
 }
 
 /// Each engine's one release: what its `runtimes` data was read from and, for the engines

@@ -44,13 +44,7 @@ pub fn load(
         let share = u128::from(expert_bytes.div_ceil(tp)) * u128::from(idle) / u128::from(moe.experts.max(1));
         u64::try_from(share).unwrap_or(u64::MAX)
     });
-    let weights = match options.weights_dtype {
-        Some(crate::options::WeightsDtype::Fp8) => Weights::Fp8,
-        Some(crate::options::WeightsDtype::Mxfp4) => Weights::Mxfp4,
-        Some(crate::options::WeightsDtype::Nvfp4) => Weights::Nvfp4,
-        Some(_) => Weights::Other,
-        None => model.quantization.as_ref().map_or(Weights::Other, Weights::of),
-    };
+    let weights = computed_in(model, options);
     let active = parameters.active_per_token.unwrap_or(parameters.total);
     Some(Load {
         active_weights_bytes_per_rank: rank.weights_bytes.saturating_sub(idle_experts),
@@ -63,43 +57,64 @@ pub fn load(
 }
 
 /// Attention FLOPs one prompt token costs, averaged over a causal prompt of `context` tokens
-/// (a token attends to half the prompt on average, or its window): QKᵀ and AV, 2 FLOPs a
-/// multiply-add, per query head. Layers without softmax attention over the context (linear
-/// attention, Mamba, the sparse indexer's selection) are left out, which only raises the bound.
+/// (a token attends to half the prompt on average, or its window). Layers without softmax
+/// attention over the context (linear attention, Mamba, the sparse indexer's selection) are
+/// left out, which only raises the bound.
 fn attention_flops(model: &Model, context: u64) -> f64 {
     let half = context as f64 / 2.0;
+    attention_per_key(model)
+        .iter()
+        .map(|&(flops, window)| flops * window.map_or(half, |w| half.min(w as f64)))
+        .sum()
+}
+
+/// Attention FLOPs one token spends per key it attends to, layer by layer, with the layer's
+/// window: QKᵀ and AV, 2 FLOPs a multiply-add, per query head. Absorbed MLA scores over latent
+/// + rope and reads values from the latent, as engines decode it. Layers without softmax over
+/// the context (linear attention, Mamba) cost none per key.
+pub(crate) fn attention_per_key(model: &Model) -> Vec<(f64, Option<u64>)> {
     let heads = model.heads as f64;
     model
         .layers
         .iter()
-        .map(|layer| match *layer {
+        .filter_map(|layer| match *layer {
             Mixer::Attention {
                 head_dim,
                 v_head_dim,
                 span,
                 ..
             } => {
-                let keys = match span {
-                    Span::Full => half,
-                    Span::Sliding(w) | Span::Chunked(w) => half.min(w as f64),
+                let window = match span {
+                    Span::Full => None,
+                    Span::Sliding(w) | Span::Chunked(w) => Some(w),
                 };
                 // In f64: a hostile config's widths may not sum in 64 bits.
-                2.0 * heads * (head_dim as f64 + v_head_dim as f64) * keys
+                Some((2.0 * heads * (head_dim as f64 + v_head_dim as f64), window))
             }
-            // Absorbed MLA, as engines decode it: scores over latent + rope, values over the latent.
             Mixer::Mla {
                 kv_lora_rank,
                 rope_dim,
                 indexer_head_dim: None,
-            } => 2.0 * heads * (2.0 * kv_lora_rank as f64 + rope_dim as f64) * half,
-            _ => 0.0,
+            } => Some((2.0 * heads * (2.0 * kv_lora_rank as f64 + rope_dim as f64), None)),
+            _ => None,
         })
-        .sum()
+        .collect()
+}
+
+/// The weights' type as the device computes them: the what-if's, else as stored.
+pub(crate) fn computed_in(model: &Model, options: &PlanOptions) -> Weights {
+    match options.weights_dtype {
+        Some(crate::options::WeightsDtype::Fp8) => Weights::Fp8,
+        Some(crate::options::WeightsDtype::Mxfp4) => Weights::Mxfp4,
+        Some(crate::options::WeightsDtype::Nvfp4) => Weights::Nvfp4,
+        Some(_) => Weights::Other,
+        None => model.quantization.as_ref().map_or(Weights::Other, Weights::of),
+    }
 }
 
 /// The peak dense FLOP/s a device has for these weights, and which type that is: the weights'
 /// own when the device computes it natively (a vendor FP8/FP4 figure exists), else BF16.
-fn peak(device: &Device, weights: Weights) -> (Option<f64>, &'static str) {
+pub(crate) fn peak(device: &Device, weights: Weights) -> (Option<f64>, &'static str) {
     let narrow = match weights {
         Weights::Fp8 => device.fp8_dense_flops.map(|f| (f, "fp8")),
         Weights::Nvfp4 | Weights::Mxfp4 => device.fp4_dense_flops.map(|f| (f, "fp4")),

@@ -21,6 +21,11 @@ pub struct Verdict {
     /// `memory.unavailable` finding).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Memory>,
+    /// Serving performance under the `workload` option, on `memory`'s deployment: present
+    /// when one artifact's memory is planned and the engine, device and calibration allow an
+    /// estimate (else a `performance.unavailable` finding says why).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performance: Option<Performance>,
     /// Per artifact, in artifact order.
     pub staging: Vec<StagingStats>,
     /// Present when the options require an engine (`require_engine`).
@@ -660,6 +665,85 @@ pub struct ThroughputBounds {
     /// The peak the prefill bound uses: `bf16`, `fp8` or `fp4` (the weights' own type when
     /// the device computes it natively, else bf16).
     pub compute_dtype: String,
+}
+
+/// Serving performance under the `workload` option: an **estimate** (`estimate` is always
+/// true), each figure with the range the calibration's residuals give it (docs/performance.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Performance {
+    /// The workload estimated, canonically spelled.
+    pub workload: String,
+    pub estimate: bool,
+    /// Output tokens a second the whole deployment (every replica) generates.
+    pub output_tokens_per_s: f64,
+    /// That over the GPUs the deployment takes.
+    pub output_tokens_per_s_per_gpu: f64,
+    /// Mean time to first token; null when an open loop arrives faster than the deployment
+    /// serves (`overloaded`): the queue, and so the wait, grows without bound.
+    pub ttft_ms: Option<f64>,
+    /// Mean time per output token after the first (inter-token latency).
+    pub tpot_ms: f64,
+    /// Mean end-to-end latency: `ttft_ms + (osl − 1) × tpot_ms`.
+    pub e2e_ms: Option<f64>,
+    /// Requests each replica runs at once in the steady state (a mean).
+    pub batch: f64,
+    pub limited_by: PerformanceLimit,
+    /// An open loop's rate is past what the deployment completes.
+    pub overloaded: bool,
+    /// `output_tokens_per_s` may be this many times the estimate, low to high (the 10th to
+    /// 90th percentile of measured ÷ estimated on the calibration's rows).
+    pub range: Range,
+    pub ttft_range: Range,
+    pub tpot_range: Range,
+    /// The type the weights compute in (`bf16`, `fp8`, `fp4`): the device peak used.
+    pub compute_dtype: String,
+    /// The calibration set the constants come from: engine × device × type.
+    pub calibrated_on: String,
+    /// Measured rows that set was fitted on.
+    pub calibration_rows: u64,
+    /// Whether that set was fitted on this engine, device and type (else a
+    /// `performance.uncalibrated` finding says what differs).
+    pub calibration_matches: bool,
+    /// Each latency target against its estimate (`slo` option); empty without targets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo: Vec<SloCheck>,
+    /// Every target met; null without targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meets_slo: Option<bool>,
+}
+
+/// What bounds the estimated throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PerformanceLimit {
+    /// Each step reads weights and KV cache slower than it computes.
+    MemoryBandwidth,
+    /// Each step computes slower than it reads.
+    Compute,
+    /// Tensor- or expert-parallel collectives take most of the step.
+    Communication,
+    /// The KV pool holds no more requests of the workload's length: more clients queue.
+    KvCapacity,
+    /// The engine runs no more requests at once (`max_num_seqs`): more clients queue.
+    Scheduling,
+}
+
+/// Multiples of an estimate: what it may be, low to high.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Range {
+    pub low: f64,
+    pub high: f64,
+}
+
+/// One latency target against the estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SloCheck {
+    /// The target, canonically spelled (`ttft=2000ms`, `tpot_p99=50ms`).
+    pub target: String,
+    /// The estimate it is held against: the mean for a median target, the range's high end
+    /// for a higher percentile; null when there is none (overloaded).
+    pub estimate_ms: Option<f64>,
+    pub met: bool,
 }
 
 /// What one device holds: its rank's share of every artifact.

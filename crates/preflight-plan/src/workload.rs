@@ -137,6 +137,17 @@ impl From<Workload> for String {
     }
 }
 
+/// What an engine schedules a workload with, per replica (each engine's module gives its own).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scheduler {
+    /// Requests running at once at most (vLLM `max_num_seqs`, SGLang `max_running_requests`).
+    pub max_running: u64,
+    /// Tokens one step may carry (vLLM `max_num_batched_tokens`, SGLang `chunked_prefill_size`).
+    pub step_tokens: u64,
+    /// The KV pool, in tokens.
+    pub pool_tokens: u64,
+}
+
 /// A latency a target bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Metric {
@@ -172,6 +183,16 @@ pub struct Target {
 impl Target {
     pub fn limit_ms(self) -> f64 {
         self.limit_us as f64 / 1000.0
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let suffix = match self.percentile {
+            50 => String::new(),
+            p => format!("_p{p}"),
+        };
+        write!(f, "{}{suffix}={}ms", self.metric.name(), thousandths(self.limit_us))
     }
 }
 
@@ -225,11 +246,7 @@ impl fmt::Display for Slo {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, t) in self.targets.iter().enumerate() {
             let sep = if i == 0 { "" } else { "," };
-            let suffix = match t.percentile {
-                50 => String::new(),
-                p => format!("_p{p}"),
-            };
-            write!(f, "{sep}{}{suffix}={}ms", t.metric.name(), thousandths(t.limit_us))?;
+            write!(f, "{sep}{t}")?;
         }
         Ok(())
     }

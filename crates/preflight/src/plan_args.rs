@@ -114,6 +114,15 @@ pub struct MemoryArgs {
     /// llama.cpp: sliding-window layers cache the whole context, not the window.
     #[arg(long, help_heading = "Engine")]
     pub swa_full: bool,
+    /// Estimate serving performance for this traffic (an estimate, with a range; needs
+    /// --devices): isl=TOKENS,osl=TOKENS and concurrency=N (N clients, a closed loop) or
+    /// rate=R (R requests a second, an open loop), e.g. isl=1024,osl=1024,concurrency=64.
+    #[arg(long, value_name = "SPEC", value_parser = parse_workload, help_heading = "Performance")]
+    pub workload: Option<preflight_plan::workload::Workload>,
+    /// Latency targets the estimate is held to: ttft, tpot, e2e with a unit (ms, s), the
+    /// median unless a percentile is named: ttft=2s,tpot=50ms,ttft_p99=4s. Needs --workload.
+    #[arg(long, value_name = "TARGETS", value_parser = parse_slo, help_heading = "Performance")]
+    pub slo: Option<preflight_plan::workload::Slo>,
     /// Exit 4 unless every source runs on this engine (`yes` or `fallback` in its runtime
     /// verdict, on --devices when named): vllm, sglang, llama.cpp or transformers.
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine, help_heading = "Engines")]
@@ -133,6 +142,17 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
         "off" | "false" | "0" => Ok(false),
         _ => Err(format!("`{s}` is not on or off")),
     }
+}
+
+fn parse_workload(s: &str) -> Result<preflight_plan::workload::Workload, OptionsError> {
+    s.parse().map_err(|message| OptionsError {
+        option: "workload",
+        message,
+    })
+}
+
+fn parse_slo(s: &str) -> Result<preflight_plan::workload::Slo, OptionsError> {
+    s.parse().map_err(|message| OptionsError { option: "slo", message })
 }
 
 fn parse_engine(s: &str) -> Result<preflight_plan::Engine, String> {
@@ -217,6 +237,8 @@ impl MemoryArgs {
             gpu_layers: self.gpu_layers,
             kv_unified: self.kv_unified,
             swa_full: self.swa_full,
+            workload: self.workload,
+            slo: self.slo.clone(),
             require_engine: self.require_engine,
         };
         options.validate()?;

@@ -4,8 +4,9 @@
 
 use super::{Sizing, Target, exact_cache_use};
 use crate::model::{Mixer, Model, Rope};
-use crate::options::{ComputeDtype, OptionsError, PlanOptions, Speculative};
+use crate::options::{ComputeDtype, DeviceGroup, OptionsError, PlanOptions, Speculative};
 use crate::verdict::{Component, Engine, RankMemory};
+use crate::workload::Scheduler;
 
 /// One engine's rules. Defaults are what vLLM and SGLang share (tensor parallelism over
 /// ranks, a KV pool from a budget); an engine overrides where its source differs.
@@ -108,6 +109,18 @@ pub(crate) trait ServingEngine: Sync {
     /// (llama.cpp: devices and host together); `None` when the figures are a rank's times the
     /// ranks.
     fn whole(&self, _sizing: &Sizing, _context: u64, _target: &Target) -> Option<Whole> {
+        None
+    }
+
+    /// The scheduler's limits on `device` with a pool of `pool_tokens` (per replica), for the
+    /// performance estimate; `None` where the engine's scheduling is not modelled.
+    fn scheduler(
+        &self,
+        _options: &PlanOptions,
+        _device: &DeviceGroup,
+        _pool_tokens: u64,
+        _context: u64,
+    ) -> Option<Scheduler> {
         None
     }
 

@@ -36,6 +36,7 @@ mod sglang_rules;
 mod source;
 mod speculative;
 mod support;
+mod performance_oracle;
 mod throughput;
 mod vllm_oracle;
 mod weights;

@@ -175,20 +175,25 @@ pub fn with_kv(repo: &str, edits: &[(&str, Option<GgufValue>)], json: &str) -> V
 /// `<!-- /MARKER -->` — equals `want`; with `UPDATE_DOCS=1` it is rewritten instead. `test`
 /// names the test module that regenerates it, for the message.
 pub fn doc_section_is_current(marker: &str, want: &str, test: &str) {
-    let path = fixtures().join("../docs/memory.md");
-    let doc = std::fs::read_to_string(&path).expect("docs/memory.md");
+    doc_section_in("memory.md", marker, want, test);
+}
+
+/// [`doc_section_is_current`] for another page under `docs/`.
+pub fn doc_section_in(page: &str, marker: &str, want: &str, test: &str) {
+    let path = fixtures().join("../docs").join(page);
+    let doc = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("docs/{page}: {e}"));
     let (begin, end) = (format!("<!-- {marker} -->\n"), format!("<!-- /{marker} -->"));
     let (Some(start), Some(stop)) = (doc.find(&begin), doc.find(&end)) else {
-        panic!("docs/memory.md lacks the {begin:?} … {end:?} markers");
+        panic!("docs/{page} lacks the {begin:?} … {end:?} markers");
     };
     let have = &doc[start + begin.len()..stop];
     if std::env::var_os("UPDATE_DOCS").is_some() && have != want {
         let updated = format!("{}{want}{}", &doc[..start + begin.len()], &doc[stop..]);
-        std::fs::write(&path, updated).expect("write docs/memory.md");
+        std::fs::write(&path, updated).unwrap_or_else(|e| panic!("write docs/{page}: {e}"));
         return;
     }
     assert!(
         have == want,
-        "docs/memory.md's {marker} is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan {test}"
+        "docs/{page}'s {marker} is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan {test}"
     );
 }

@@ -30,13 +30,8 @@ pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64, attn
         return given;
     }
     let gpu_mib = capacity as f64 / MIB;
-    let (chunked_prefill, max_bs) = match gpu_mib {
-        m if m < 20.0 * 1024.0 => (2048, 8.0),
-        m if m < 35.0 * 1024.0 => (4096, if tensor_parallel < 4 { 48.0 } else { 160.0 }),
-        m if m < 60.0 * 1024.0 => (4096, if tensor_parallel < 4 { 32.0 } else { 160.0 }),
-        m if m < 160.0 * 1024.0 => (8192, if tensor_parallel < 4 { 256.0 } else { 512.0 }),
-        _ => (16384, 512.0),
-    };
+    let (chunked_prefill, max_bs) = defaults(capacity, tensor_parallel);
+    let max_bs = max_bs as f64;
     // The prefill graphs capture up to the chunked-prefill tokens (l.233-238).
     let prefill_graphs = prefill_capture_sizes(chunked_prefill) as f64;
     let mut reserved = 512.0
@@ -57,6 +52,26 @@ pub fn fraction(options: &PlanOptions, capacity: u64, tensor_parallel: u64, attn
     // gets the least share there is.
     let thousandths = ((gpu_mib - reserved) / gpu_mib * 1000.0).round().max(1.0);
     Fraction::from_ppm(thousandths as u64 * 1000)
+}
+
+/// The chunked-prefill tokens and the decode CUDA-graph batch SGLang defaults to on a device
+/// of `capacity` at `--tp-size` `tensor_parallel` (`handle_gpu_memory_settings`, l.89-170).
+pub fn defaults(capacity: u64, tensor_parallel: u64) -> (u64, u64) {
+    match capacity as f64 / MIB {
+        m if m < 20.0 * 1024.0 => (2048, 8),
+        m if m < 35.0 * 1024.0 => (4096, if tensor_parallel < 4 { 48 } else { 160 }),
+        m if m < 60.0 * 1024.0 => (4096, if tensor_parallel < 4 { 32 } else { 160 }),
+        m if m < 160.0 * 1024.0 => (8192, if tensor_parallel < 4 { 256 } else { 512 }),
+        _ => (16384, 512),
+    }
+}
+
+/// Requests a scheduler runs at once by default, per attention-DP worker, from the pool's
+/// tokens and the context length (`mem_cache/kv_cache_configurator.py` `resolve_max_num_reqs`,
+/// l.3119-3132): `pool ÷ context × 512` held to 2,048–4,096, and at most half the pool's tokens.
+pub fn max_running_requests(pool_tokens: u64, context: u64) -> u64 {
+    let estimated = (pool_tokens as f64 / context.max(1) as f64 * 512.0) as u64;
+    estimated.clamp(2048, 4096).min(pool_tokens / 2)
 }
 
 /// How many token counts SGLang captures prefill CUDA graphs for, up to `max_bs`

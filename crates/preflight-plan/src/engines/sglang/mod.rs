@@ -7,8 +7,9 @@ pub(crate) mod runtime;
 
 use crate::memory::{DraftRules, ServingEngine, Sizing, Target, WiderSplit, exact_cache_use, speculative};
 use crate::model::{Model, Rope};
-use crate::options::{ComputeDtype, OptionsError, PlanOptions, Speculative};
+use crate::options::{ComputeDtype, DeviceGroup, OptionsError, PlanOptions, Speculative};
 use crate::verdict::{Component, Engine};
+use crate::workload::Scheduler;
 
 pub(crate) struct Sglang;
 
@@ -180,6 +181,23 @@ impl ServingEngine for Sglang {
     /// A window apart only in the hybrid SWA pool; else every layer holds every token.
     fn keeps_windows(&self, model: &Model) -> bool {
         model.sglang_hybrid_swa
+    }
+
+    /// `chunked_prefill_size` by the device's memory, divided over the attention-DP groups
+    /// (`arg_groups/parallel_hook.py:326-341`), and `max_running_requests` from the pool.
+    fn scheduler(
+        &self,
+        options: &PlanOptions,
+        device: &DeviceGroup,
+        pool_tokens: u64,
+        context: u64,
+    ) -> Option<Scheduler> {
+        let (chunked_prefill, _) = memory::defaults(device.capacity_bytes, tp_size(options));
+        Some(Scheduler {
+            max_running: memory::max_running_requests(pool_tokens, context),
+            step_tokens: chunked_prefill / options.data_parallel_degree(),
+            pool_tokens,
+        })
     }
 
     /// `mem_fraction_static` of it.

@@ -8,8 +8,9 @@ pub(crate) mod runtime;
 use crate::memory::speculative::Terms;
 use crate::memory::{DraftRules, ServingEngine, Shape, Sizing, Target, exact_cache_use};
 use crate::model::{Model, Rope};
-use crate::options::{ComputeDtype, MemoryEngine, PlanOptions, Speculative};
+use crate::options::{ComputeDtype, DeviceGroup, MemoryEngine, PlanOptions, Speculative};
 use crate::verdict::{CacheKind, Engine};
+use crate::workload::Scheduler;
 
 pub(crate) struct Vllm;
 
@@ -208,6 +209,31 @@ impl ServingEngine for Vllm {
     }
 
     /// `gpu_memory_utilization` of it.
+    /// `max_num_seqs` and `max_num_batched_tokens` as vLLM defaults them for the device
+    /// (`Knobs::resolve`); the paging does not change them.
+    fn scheduler(
+        &self,
+        options: &PlanOptions,
+        device: &DeviceGroup,
+        pool_tokens: u64,
+        _context: u64,
+    ) -> Option<Scheduler> {
+        let knobs = memory::Knobs::resolve(
+            options,
+            Some(memory::Part {
+                name: device.name.as_str(),
+                total: device.capacity_bytes,
+                capability: device.device().and_then(|d| d.compute_capability),
+            }),
+            memory::Paging::Standard,
+        );
+        Some(Scheduler {
+            max_running: knobs.max_num_seqs,
+            step_tokens: knobs.max_num_batched_tokens,
+            pool_tokens,
+        })
+    }
+
     fn usable(&self, options: &PlanOptions, capacity: u64) -> u64 {
         options.utilization().of(capacity)
     }

@@ -1,0 +1,153 @@
+//! The engine's scheduler over a workload: continuous batching with chunked prefill, as vLLM
+//! and SGLang run it. In the steady state every running request decodes one token a step and
+//! the prompts of the requests replacing finished ones are prefilled in the same steps, so a
+//! step carries `batch` decode tokens and, on average, `batch × isl / osl` prompt tokens.
+//! Closed loops hold `concurrency` requests in the system (those past what the engine runs
+//! wait for a slot); open loops hold what Little's law gives for the rate.
+
+use super::calibration::Constants;
+use super::step::{Batch, Bound, Hardware, Profile};
+use crate::workload::{Arrivals, Scheduler, Workload};
+
+/// Why the batch is what it is, or what bounds the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    MemoryBandwidth,
+    Compute,
+    Communication,
+    /// The KV pool holds no more requests of this length.
+    KvCapacity,
+    /// The engine runs no more requests at once (`max_num_seqs`).
+    Scheduling,
+}
+
+/// The steady state of one replica.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// Requests the replica runs at once (a mean: may be fractional under an open loop).
+    pub batch: f64,
+    pub tpot_s: f64,
+    /// `None` when an open loop arrives faster than the replica completes: the queue grows
+    /// without bound.
+    pub ttft_s: Option<f64>,
+    /// Requests a second the replica completes.
+    pub requests_per_s: f64,
+    pub limited_by: Limit,
+    pub overloaded: bool,
+}
+
+/// The replica's steady state under `workload`'s share for one of `replicas` replicas.
+/// `None` when the pool cannot hold one request of the workload's length.
+pub fn steady_state(
+    profile: &Profile,
+    hw: Hardware,
+    c: &Constants,
+    scheduler: Scheduler,
+    workload: &Workload,
+    replicas: u64,
+) -> Option<Outcome> {
+    let (isl, osl) = (workload.isl as f64, workload.osl as f64);
+    // A request holds its prompt and, on average, half its output.
+    let held = isl + osl / 2.0;
+    let by_pool = (scheduler.pool_tokens as f64 / held).floor();
+    if by_pool < 1.0 {
+        return None;
+    }
+    let capacity = by_pool.min(scheduler.max_running as f64);
+    let capacity_limit = if by_pool <= scheduler.max_running as f64 {
+        Limit::KvCapacity
+    } else {
+        Limit::Scheduling
+    };
+    let replicas = replicas.max(1) as f64;
+    let step_tokens = scheduler.step_tokens.max(1) as f64;
+    // The steady state at `batch` running requests: TPOT, the prompt's service time, E2E.
+    let serve = |batch: f64| {
+        let mixed = Batch {
+            decode: batch,
+            decode_context: isl + osl / 2.0,
+            prefill: batch * isl / osl,
+            prefill_keys: isl / 2.0,
+        };
+        let step = profile.time(mixed, hw, c);
+        // A new prompt waits half a step for the next, then takes its chunks' steps.
+        let chunk = (step_tokens - batch).max(1.0).min(isl);
+        let chunks = (isl / chunk).ceil();
+        let chunk_step = profile.time(
+            Batch {
+                decode: batch,
+                decode_context: isl + osl / 2.0,
+                prefill: chunk,
+                prefill_keys: isl / 2.0,
+            },
+            hw,
+            c,
+        );
+        let ttft = step.total / 2.0 + chunks * chunk_step.total;
+        let e2e = ttft + (osl - 1.0).max(0.0) * step.total;
+        (step, ttft, e2e)
+    };
+    let bound = |b: Bound| match b {
+        Bound::MemoryBandwidth => Limit::MemoryBandwidth,
+        Bound::Compute => Limit::Compute,
+        Bound::Communication => Limit::Communication,
+    };
+    match workload.arrivals {
+        Arrivals::Concurrency(clients) => {
+            let clients = (clients as f64 / replicas).max(1.0);
+            let batch = clients.min(capacity);
+            let (step, ttft, e2e) = serve(batch);
+            let throughput = batch / e2e;
+            // Clients past the running batch queue for a slot: a closed loop's cycle is
+            // clients ÷ throughput, of which the decode is the running part.
+            let queued = clients > batch;
+            let ttft = match queued {
+                true => clients / throughput - (osl - 1.0).max(0.0) * step.total,
+                false => ttft,
+            };
+            Some(Outcome {
+                batch,
+                tpot_s: step.total,
+                ttft_s: Some(ttft),
+                requests_per_s: throughput,
+                limited_by: if queued { capacity_limit } else { bound(step.bound()) },
+                overloaded: false,
+            })
+        }
+        Arrivals::RateMilli(_) => {
+            let rate = workload.arrivals.rate().unwrap_or(0.0) / replicas;
+            let (full_step, _, full_e2e) = serve(capacity);
+            if rate * full_e2e >= capacity {
+                // More arrive than the replica completes at its largest batch.
+                return Some(Outcome {
+                    batch: capacity,
+                    tpot_s: full_step.total,
+                    ttft_s: None,
+                    requests_per_s: capacity / full_e2e,
+                    limited_by: capacity_limit,
+                    overloaded: true,
+                });
+            }
+            // Little's law: the batch is the rate times the time a request spends running;
+            // iterate to its fixed point (the step time grows with the batch).
+            let mut batch = 1.0f64.min(capacity);
+            for _ in 0..64 {
+                let (_, _, e2e) = serve(batch);
+                let next = (rate * e2e).clamp(rate.min(capacity), capacity);
+                if (next - batch).abs() < 1e-6 {
+                    break;
+                }
+                batch = next;
+            }
+            let (step, ttft, _) = serve(batch);
+            Some(Outcome {
+                batch,
+                tpot_s: step.total,
+                ttft_s: Some(ttft),
+                requests_per_s: rate,
+                limited_by: bound(step.bound()),
+                overloaded: false,
+            })
+        }
+    }
+}
