@@ -8,9 +8,11 @@ judgements need:
                 of vLLM 0.19.0 (the release whose memory the planner models), SGLang 0.5.23,
                 llama.cpp (llama-cpp-python 0.3.36) and transformers 5.24.0, each fact with its
                 `path:line` inside the released package
-  devices.json  the device catalogue: compute capability, memory, bandwidth, dense TFLOPS,
-                each with its vendor source; the CUDA-visible total where a vLLM startup log
-                measured it
+  devices.json  the device catalogue: compute capability, memory, bandwidth, dense (and the
+                vendor's sparse) TFLOPS and INT8 TOPS, the scale-up link and its direction,
+                each with its vendor source and quoted text (the shared engines/devices.json
+                and, for what it lacks, VENDOR_FIGURES below); the CUDA-visible total where a
+                vLLM startup log measured it
 
 Input: the full extractions, each read straight from the released wheel/sdist whose sha256 it
 records — vLLM's committed here (`scripts/engines/extracted/vllm-0.19.0.json`, written by
