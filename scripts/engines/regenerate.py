@@ -8,9 +8,11 @@ judgements need:
                 of vLLM 0.19.0 (the release whose memory the planner models), SGLang 0.5.23,
                 llama.cpp (llama-cpp-python 0.3.36) and transformers 5.24.0, each fact with its
                 `path:line` inside the released package
-  devices.json  the device catalogue: compute capability, memory, bandwidth, dense TFLOPS,
-                each with its vendor source; the CUDA-visible total where a vLLM startup log
-                measured it
+  devices.json  the device catalogue: compute capability, memory, bandwidth, dense (and the
+                vendor's sparse) TFLOPS and INT8 TOPS, the scale-up link and its direction,
+                each with its vendor source and quoted text (the shared engines/devices.json
+                and, for what it lacks, VENDOR_FIGURES below); the CUDA-visible total where a
+                vLLM startup log measured it
 
 Input: the full extractions, each read straight from the released wheel/sdist whose sha256 it
 records — vLLM's committed here (`scripts/engines/extracted/vllm-0.19.0.json`, written by
@@ -222,26 +224,272 @@ EXTRA_DEVICES = [
     },
 ]
 
-# Memory and bandwidth NVIDIA publishes for the GeForce parts the shared catalogue leaves
-# without them (its records cite compute capability only): each from NVIDIA's architecture
-# whitepaper for the part, filled only where the catalogue has no figure of its own.
+# Vendor figures the shared catalogue lacks, each quoted from the vendor: its datasheet,
+# product page or whitepaper, a vendor-owned repository (NVIDIA's ai-dynamo/aiconfigurator
+# system specs, AMD's ROCm documentation), the vendor's documentation site or its own MLPerf
+# submission. `via` names the copy a page was read through when the page itself was not
+# reachable (a verbatim transcription in a public file); such a figure is marked so and
+# listed in data/README.md. A figure here fills only a field the shared file leaves null; one
+# the shared file already holds must agree (a contradiction stops the run). Dense and sparse
+# follow the shared rule: NVIDIA prints Tensor Core rows "with sparsity", and a dense figure
+# is half of one only where the vendor's footnote says so (`derived` says which).
+VENDOR_RULE = (
+    "Figures the shared catalogue lacks, each quoted with its URL from the vendor: a datasheet, product page or "
+    "whitepaper, a vendor-owned repository (NVIDIA ai-dynamo/aiconfigurator, AMD ROCm docs), the vendor's documentation "
+    "site or its own MLPerf submission. `via` names the verbatim transcription a page was read through when the page "
+    "itself was not reachable; `derived` states any arithmetic. Dense is half of sparse only where the vendor's footnote "
+    "marks the row as with sparsity. scale_up is one GPU's scale-up link (NVLink, Infinity Fabric, or PCIe for PCIe "
+    "parts) in GB/s, with the direction the source states (unidirectional, bidirectional, or unstated)."
+)
+AIC = "https://github.com/ai-dynamo/aiconfigurator/blob/095f58a51c4ca8e61b66ec108d86f223f8d559ce/aic-core/src/aiconfigurator_core/systems/"
+MI300_DOC = "https://github.com/ROCm/legacy-rocm-build/blob/089d7513c55fc7b6edb2a75b83cb40ca883a0ec2/docs/conceptual/gpu-arch/mi300.md"
+H200_PAGE = "https://www.nvidia.com/en-us/data-center/h200/"
+H200_VIA = "the page was not reachable; read through two verbatim transcriptions of its specification table in public GitHub files (search-index ids 70234909778 and 20069761154), which agree"
+MI300X_PAGE = "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"
+MI300X_VIA = "the page was not reachable; read through a verbatim transcription of its specification table and footnotes in a public GitHub file (search-index id 69069788652)"
+RTX_PRO_PAGE = "https://www.nvidia.com/en-us/data-center/rtx-pro-6000-blackwell-server-edition/"
+RTX_PRO_VIA = "the page was not reachable; read through transcriptions in public GitHub files (search-index ids 69549664363, 67160728849), which agree on 96 GB and 1,597 GB/s for the Server Edition"
+NV_MLPERF_61 = "https://github.com/mlcommons/inference_results_v6.1/blob/{commit}/closed/NVIDIA/results/{system}/wan-2.2-t2v-a14b/Offline/README.md"
+
+
+def aic(file, line, quote):
+    return {"source": f"{AIC}{file}#L{line}", "quote": quote}
+
+
 VENDOR_FIGURES = {
+    "h100-80gb": {
+        "int8_dense_tops": {"value": 1978.0, **aic("h100_sxm.yaml", 11, "int8_tc_flops: 1978000000000000 # 1978TFLOPS")},
+        "scale_up": {
+            "value_gb_s": 450.0,
+            "link": "nvlink",
+            "direction": "unidirectional",
+            **aic("h100_sxm.yaml", 19, "intra_node_bw: 450000000000  # Byte/s per gpu, single direction"),
+        },
+    },
+    "h100-pcie": {
+        "int8_dense_tops": {"value": 1513.0, **aic("h100_pcie.yaml", 14, "int8_tc_flops: 1513000000000000 # 1513TOPS (dense; NVIDIA specs list 3026TOPS with sparsity)")},
+        "bf16_sparse_tflops": {"value": 1513.0, **aic("h100_pcie.yaml", 13, "bfloat16_tc_flops: 756500000000000 # 756.5TFLOPS (dense; NVIDIA specs list 1513TFLOPS with sparsity)")},
+        "fp8_sparse_tflops": {"value": 3026.0, **aic("h100_pcie.yaml", 15, "fp8_tc_flops: 1513000000000000 # 1513TFLOPS (dense; NVIDIA specs list 3026TFLOPS with sparsity)")},
+        "int8_sparse_tops": {"value": 3026.0, **aic("h100_pcie.yaml", 14, "int8_tc_flops: 1513000000000000 # 1513TOPS (dense; NVIDIA specs list 3026TOPS with sparsity)")},
+        "scale_up": {
+            "value_gb_s": 64.0,
+            "link": "pcie",
+            "direction": "unidirectional",
+            **aic("h100_pcie.yaml", 22, "intra_node_bw: 64000000000 # Byte/s per GPU, single direction, PCIe Gen5 x16 without NVLink"),
+        },
+    },
+    "h200": {
+        "int8_dense_tops": {"value": 1978.0, **aic("h200_sxm.yaml", 11, "int8_tc_flops: 1978000000000000 # 1978TFLOPS")},
+        "scale_up": {
+            "value_gb_s": 450.0,
+            "link": "nvlink",
+            "direction": "unidirectional",
+            **aic("h200_sxm.yaml", 19, "intra_node_bw: 450000000000  # Byte/s per gpu, single direction"),
+        },
+    },
+    "h200-nvl": {
+        "memory_gib": {"value": 141, "source": H200_PAGE, "via": H200_VIA, "quote": "GPU Memory | 141GB (H200 NVL column)"},
+        "bandwidth_tb_s": {"value": 4.8, "source": H200_PAGE, "via": H200_VIA, "quote": "Memory Bandwidth | 4.8TB/s (H200 NVL column)"},
+        "bf16_sparse_tflops": {"value": 1671.0, "source": H200_PAGE, "via": H200_VIA, "quote": "BFLOAT16 Tensor Core | 1,671 TFLOPS | \"With sparsity\" (H200 NVL column)"},
+        "fp8_sparse_tflops": {"value": 3341.0, "source": H200_PAGE, "via": H200_VIA, "quote": "FP8 Tensor Core | 3,341 TFLOPS | \"With sparsity\" (H200 NVL column)"},
+        "int8_sparse_tops": {"value": 3341.0, "source": H200_PAGE, "via": H200_VIA, "quote": "INT8 Tensor Core | 3,341 TFLOPS | \"With sparsity\" (H200 NVL column; the page prints INT8 in TFLOPS)"},
+        "scale_up": {
+            "value_gb_s": 900.0,
+            "link": "nvlink",
+            "direction": "bidirectional",
+            "source": H200_PAGE,
+            "via": H200_VIA,
+            "quote": "NVLink Bridge | 900GB/s per GPU (2- or 4-way) (H200 NVL column)",
+            "direction_from": f"the page does not say; NVIDIA's own H200 SXM spec counts the same 18 fourth-generation NVLinks as 450 GB/s a direction ({AIC}h200_sxm.yaml#L19: 'intra_node_bw: 450000000000  # Byte/s per gpu, single direction'), so 900 GB/s is both directions",
+        },
+    },
+    "b200": {
+        "int8_dense_tops": {"value": 4500.0, **aic("b200_sxm.yaml", 13, "int8_tc_flops: 4500000000000000 # 4500TFLOPS")},
+        "scale_up": {
+            "value_gb_s": 900.0,
+            "link": "nvlink",
+            "direction": "unidirectional",
+            **aic("b200_sxm.yaml", 22, "intra_node_bw: 900000000000  # Byte/s per gpu, single direction"),
+        },
+    },
+    "gb200": {
+        "memory_gib": {
+            "value": 186,
+            "source": NV_MLPERF_61.format(commit="9be46cc5c44fdfc54d66de88477a0a79ac3137c0", system="GB200-NVL72_GB200-186GB_aarch64x72_TRT"),
+            "quote": "Then launch the Wan2.2 GB200-NVL72_GB200-186GB_aarch64x72_TRT Offline videogen endpoint workflow from closed/NVIDIA.",
+            "note": "NVIDIA's own name for the part in its MLPerf Inference v6.1 submission (submitter NVIDIA): 186 GB a GPU",
+        },
+        "int8_dense_tops": {"value": 5000.0, **aic("gb200.yaml", 13, "int8_tc_flops: 5000000000000000 # 5000TFLOPS")},
+        "scale_up": {
+            "value_gb_s": 900.0,
+            "link": "nvlink",
+            "direction": "unidirectional",
+            **aic("gb200.yaml", 24, "intra_node_bw: 900000000000  # Byte/s per GPU, single direction - NVLink 5th gen within node"),
+        },
+    },
+    "b300": {
+        "memory_gib": {
+            "value": 288,
+            "source": "https://docs.nvidia.com/nim/bionemo/boltz2/release-notes/2026/5/18",
+            "quote": "NVIDIA B300 (NVIDIA-B300-SXM6-AC): Added support for this B300 Tensor Core GPU SKU with 288GB HBM3e memory per GPU",
+        },
+        "bandwidth_tb_s": {"value": 7.75, **aic("b300_sxm.yaml", 8, "mem_bw: 7750000000000 # 7.75 TB/s (Total mem_bw: 62TB/s / 8 GPUs)")},
+        "bf16_dense_tflops": {"value": 2250.0, **aic("b300_sxm.yaml", 12, "bfloat16_tc_flops: 2250000000000000 # 2250 TFLOPS (4.5 PFLOPS sparse / 2)")},
+        "bf16_sparse_tflops": {"value": 4500.0, **aic("b300_sxm.yaml", 12, "bfloat16_tc_flops: 2250000000000000 # 2250 TFLOPS (4.5 PFLOPS sparse / 2)")},
+        "fp8_dense_tflops": {"value": 4500.0, **aic("b300_sxm.yaml", 14, "fp8_tc_flops: 4500000000000000 # 4.5 PFLOPS (9 PFLOPS sparse / 2)")},
+        "fp8_sparse_tflops": {"value": 9000.0, **aic("b300_sxm.yaml", 14, "fp8_tc_flops: 4500000000000000 # 4.5 PFLOPS (9 PFLOPS sparse / 2)")},
+        "fp4_dense_tflops": {"value": 14000.0, **aic("b300_sxm.yaml", 15, "fp4_tc_flops: 14000000000000000 # 14 PFLOPS (18 PFLOPS sparse | 14 PFLOPS dense)")},
+        "fp4_sparse_tflops": {"value": 18000.0, **aic("b300_sxm.yaml", 15, "fp4_tc_flops: 14000000000000000 # 14 PFLOPS (18 PFLOPS sparse | 14 PFLOPS dense)")},
+        "int8_dense_tops": {"value": 153.5, **aic("b300_sxm.yaml", 13, "int8_tc_flops: 153500000000000 # 153.5 TFLOPS (307 TOPS sparse / 2)")},
+        "int8_sparse_tops": {"value": 307.0, **aic("b300_sxm.yaml", 13, "int8_tc_flops: 153500000000000 # 153.5 TFLOPS (307 TOPS sparse / 2)")},
+        "scale_up": {
+            "value_gb_s": 900.0,
+            "link": "nvlink",
+            "direction": "unidirectional",
+            **aic("b300_sxm.yaml", 22, "intra_node_bw: 900000000000  # Byte/s per gpu, single direction (1.8 TB/s NVLink bidir / 2)"),
+        },
+    },
+    "gb300": {
+        "memory_gib": {
+            "value": 288,
+            "source": NV_MLPERF_61.format(commit="a5cad3dc55d3dd71aa98fb04260d936880248b34", system="GB300-NVL72_GB300-288GB_aarch64x72_TRT"),
+            "quote": "Then launch the Wan2.2 GB300-NVL72_GB300-288GB_aarch64x72_TRT Offline videogen endpoint workflow from closed/NVIDIA.",
+            "note": "NVIDIA's own name for the part in its MLPerf Inference v6.1 submission (submitter NVIDIA): 288 GB a GPU",
+        },
+        "bandwidth_tb_s": {"value": 8.0, **aic("gb300.yaml", 8, "mem_bw: 8000000000000 # 8TB/s")},
+        "bf16_dense_tflops": {"value": 2500.0, **aic("gb300.yaml", 12, "bfloat16_tc_flops: 2500000000000000 # 2500TFLOPS")},
+        "fp8_dense_tflops": {"value": 5000.0, **aic("gb300.yaml", 14, "fp8_tc_flops: 5000000000000000 # 5PFLOPS")},
+        "fp4_dense_tflops": {"value": 15000.0, **aic("gb300.yaml", 15, "fp4_tc_flops: 15000000000000000 # 15PFLOPS")},
+        "int8_dense_tops": {"value": 165.0, **aic("gb300.yaml", 13, "int8_tc_flops: 165000000000000 # 165TFLOPS")},
+        "scale_up": {
+            "value_gb_s": 900.0,
+            "link": "nvlink",
+            "direction": "unidirectional",
+            **aic("gb300.yaml", 24, "intra_node_bw: 900000000000  # Byte/s per GPU, single direction - NVLink 5th gen within node"),
+        },
+    },
+    "gh200": {
+        "memory_gib": {
+            "value": 144,
+            "source": "https://github.com/mlcommons/inference_results_v4.1/blob/a2f5d66d17e8f75c02fd74dfe810ecca6a046696/closed/NVIDIA/systems/GH200-GraceHopper-Superchip_GH200-144GB_aarch64x1_TRT.json",
+            "quote": "\"accelerator_memory_capacity\": \"144 GB\", \"accelerator_memory_configuration\": \"HBM3e\", \"accelerator_model_name\": \"NVIDIA GH200 Grace Hopper Superchip 144GB\", \"submitter\": \"NVIDIA\"",
+        },
+    },
+    "a100-80gb": {
+        "int8_dense_tops": {"value": 624.0, **aic("a100_sxm.yaml", 11, "int8_tc_flops: 624000000000000 # 624TFLOPS")},
+        "scale_up": {
+            "value_gb_s": 300.0,
+            "link": "nvlink",
+            "direction": "unidirectional",
+            **aic("a100_sxm.yaml", 18, "intra_node_bw: 300000000000  # Byte/s per gpu, single direction"),
+        },
+    },
+    "l40s": {
+        "int8_dense_tops": {"value": 733.0, **aic("l40s.yaml", 11, "int8_tc_flops: 733000000000000 # 733 TFLOPS")},
+        "scale_up": {
+            "value_gb_s": 32.0,
+            "link": "pcie",
+            "direction": "unidirectional",
+            **aic("l40s.yaml", 19, "intra_node_bw: 32000000000  # Byte/s per gpu, single direction (pcie 4.0)"),
+        },
+    },
+    "l4": {
+        "int8_dense_tops": {"value": 242.0, **aic("l4.yaml", 14, "int8_tc_flops: 242000000000000 # 242TOPS (dense; NVIDIA specs list 485TOPS with sparsity)")},
+        "bf16_sparse_tflops": {"value": 242.0, **aic("l4.yaml", 13, "bfloat16_tc_flops: 121000000000000 # 121TFLOPS (dense; NVIDIA specs list 242TFLOPS with sparsity)")},
+        "fp8_sparse_tflops": {"value": 485.0, **aic("l4.yaml", 15, "fp8_tc_flops: 242000000000000 # 242TFLOPS (dense; NVIDIA specs list 485TFLOPS with sparsity)")},
+        "int8_sparse_tops": {"value": 485.0, **aic("l4.yaml", 14, "int8_tc_flops: 242000000000000 # 242TOPS (dense; NVIDIA specs list 485TOPS with sparsity)")},
+        "scale_up": {
+            "value_gb_s": 32.0,
+            "link": "pcie",
+            "direction": "unidirectional",
+            **aic("l4.yaml", 22, "intra_node_bw: 32000000000 # Byte/s per GPU, single direction, PCIe Gen4 x16"),
+        },
+    },
+    "rtx-pro-6000": {
+        "memory_gib": {"value": 96, "source": RTX_PRO_PAGE, "via": RTX_PRO_VIA, "quote": "96 GB GDDR7"},
+        "bandwidth_tb_s": {
+            "value": 1.597,
+            "source": RTX_PRO_PAGE,
+            "via": RTX_PRO_VIA,
+            "quote": "1597 GB/s",
+            "note": f"NVIDIA's aiconfigurator spec for this part ({AIC}rtx_pro_6000_server.yaml#L11) uses 1.792 TB/s, the Workstation Edition's figure; the Server Edition's page prints 1,597 GB/s",
+        },
+        "scale_up": {
+            "value_gb_s": 64.0,
+            "link": "pcie",
+            "direction": "unidirectional",
+            **aic("rtx_pro_6000_server.yaml", 25, "intra_node_bw: 64000000000  # Byte/s per GPU, single direction, PCIe Gen5 x16"),
+        },
+    },
     "rtx-3090": {
-        "memory_gib": 24,
-        "bandwidth_tb_s": 0.936,
-        "source": "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf (GeForce RTX 3090: 24 GB GDDR6X, 936 GB/sec)",
+        "memory_gib": {"value": 24, "source": "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf", "quote": "GeForce RTX 3090: 24 GB GDDR6X, 936 GB/sec"},
+        "bandwidth_tb_s": {"value": 0.936, "source": "https://www.nvidia.com/content/PDF/nvidia-ampere-ga-102-gpu-architecture-whitepaper-v2.pdf", "quote": "GeForce RTX 3090: 24 GB GDDR6X, 936 GB/sec"},
     },
     "rtx-4090": {
-        "memory_gib": 24,
-        "bandwidth_tb_s": 1.008,
-        "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf (GeForce RTX 4090: 24 GB GDDR6X, 1008 GB/sec)",
+        "memory_gib": {"value": 24, "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf", "quote": "GeForce RTX 4090: 24 GB GDDR6X, 1008 GB/sec"},
+        "bandwidth_tb_s": {"value": 1.008, "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/ada/nvidia-ada-gpu-architecture.pdf", "quote": "GeForce RTX 4090: 24 GB GDDR6X, 1008 GB/sec"},
     },
     "rtx-5090": {
-        "memory_gib": 32,
-        "bandwidth_tb_s": 1.792,
-        "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf (GeForce RTX 5090: 32 GB GDDR7, 1792 GB/sec)",
+        "memory_gib": {"value": 32, "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf", "quote": "GeForce RTX 5090: 32 GB GDDR7, 1792 GB/sec"},
+        "bandwidth_tb_s": {"value": 1.792, "source": "https://images.nvidia.com/aem-dam/Solutions/geforce/blackwell/nvidia-rtx-blackwell-gpu-architecture.pdf", "quote": "GeForce RTX 5090: 32 GB GDDR7, 1792 GB/sec"},
+    },
+    "mi300x": {
+        "int8_dense_tops": {"value": 2614.9, "source": MI300_DOC, "quote": "Matrix INT8 | 4096 (FLOPS/CLOCK/CU) | 2614.9 (Peak TFLOPS)"},
+        "bf16_sparse_tflops": {"value": 2614.9, "source": MI300X_PAGE, "via": MI300X_VIA, "quote": "MI300-17: ... The MI300X is expected to be able to take advantage of fine-grained structure sparsity providing an estimated 2x improvement in math efficiency resulting 1,307.4 TFLOPS TF32, 2,614.9 TFLOPS FP16, 2,614.9 TFLOPS BF16, 5,229.8 TFLOPS FP8, 5,229.8 TOPs INT8 ... with sparsity"},
+        "fp8_sparse_tflops": {"value": 5229.8, "source": MI300X_PAGE, "via": MI300X_VIA, "quote": "MI300-17: ... resulting ... 5,229.8 TFLOPS FP8, 5,229.8 TOPs INT8 ... with sparsity"},
+        "int8_sparse_tops": {"value": 5229.8, "source": MI300X_PAGE, "via": MI300X_VIA, "quote": "MI300-17: ... resulting ... 5,229.8 TOPs INT8 ... with sparsity"},
+        "scale_up": {
+            "value_gb_s": 896.0,
+            "link": "infinity-fabric",
+            "direction": "unstated",
+            "source": MI300X_PAGE,
+            "via": MI300X_VIA,
+            "quote": "Infinity Fabric Links | 8; Peak Infinity Fabric Link Bandwidth | 128 GB/s",
+            "derived": f"7 links x 128 GB/s: in an eight-GPU platform each MI300X reaches its seven peers over seven of its links ({MI300_DOC}: 'The GPUs are using seven high-bandwidth, low-latency AMD Infinity Fabric links (red lines) to form a fully connected 8-GPU system.'); AMD does not say whether 128 GB/s a link is one direction or both",
+        },
     },
 }
+
+# Parts the shared catalogue has no record for, each from vendor sources (their figures in
+# VENDOR_FIGURES): the Hopper and Blackwell parts beside the ones it holds.
+CUDA_GPUS = "https://developer.nvidia.com/cuda-gpus"
+VENDOR_DEVICES = [
+    {
+        "name": "h200-nvl",
+        "after": "h200",
+        "description": "NVIDIA H200 NVL (PCIe, NVLink bridge)",
+        "vendor": "NVIDIA",
+        "compute_capability": {"value": 90, "source": CUDA_GPUS, "quote": "9.0 | NVIDIA GH200 NVIDIA H200 NVIDIA H100"},
+    },
+    {
+        "name": "gh200",
+        "after": "h200-nvl",
+        "description": "NVIDIA GH200 Grace Hopper Superchip 144GB (its Hopper GPU)",
+        "vendor": "NVIDIA",
+        "compute_capability": {"value": 90, "source": CUDA_GPUS, "quote": "9.0 | NVIDIA GH200 NVIDIA H200 NVIDIA H100"},
+    },
+    {
+        "name": "b300",
+        "after": "gb200",
+        "description": "NVIDIA B300 (HGX, Blackwell Ultra)",
+        "vendor": "NVIDIA",
+        "compute_capability": {"value": 103, **aic("b300_sxm.yaml", 17, "sm_version: 103")},
+    },
+    {
+        "name": "gb300",
+        "after": "b300",
+        "description": "NVIDIA GB300 (Blackwell Ultra GPU in a Grace-Blackwell superchip, per GPU)",
+        "vendor": "NVIDIA",
+        "compute_capability": {"value": 103, **aic("gb300.yaml", 17, "sm_version: 103")},
+    },
+    {
+        "name": "rtx-pro-6000",
+        "after": "rtx-5090",
+        "description": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
+        "vendor": "NVIDIA",
+        "compute_capability": {"value": 120, **aic("rtx_pro_6000_server.yaml", 20, "sm_version: 120")},
+    },
+]
 
 # CUDA-visible totals: the startup-log `gpu` labels that name one catalogue device exactly.
 CUDA_VISIBLE_LABELS = {"H100-80GB": "h100-80gb", "RTX 3090": "rtx-3090"}
@@ -498,7 +746,70 @@ def capability(field):
 def figure(field, scale=1.0):
     if not field:
         return None
-    return {"value": round(field["value"] * scale, 6), "source": field["source"]["url"]}
+    return {"value": round(field["value"] * scale, 6), "source": field["source"]["url"], "quote": field["quote"]}
+
+
+# The throughput fields, each a TFLOPS (TOPS for INT8) figure a device, dense or as the vendor
+# prints it with 2:4 structured sparsity. FP4 is NVFP4 on NVIDIA Blackwell, MXFP4 on AMD CDNA 4.
+THROUGHPUT = (
+    "bf16_dense_tflops",
+    "fp8_dense_tflops",
+    "fp4_dense_tflops",
+    "int8_dense_tops",
+    "bf16_sparse_tflops",
+    "fp8_sparse_tflops",
+    "fp4_sparse_tflops",
+    "int8_sparse_tops",
+)
+
+# Parts whose dense figures are half the vendor's sparse ones because the vendor's footnote
+# marks its Tensor Core rows "With sparsity" (the shared rule): the note says so beside each.
+DENSE_FROM_SPARSE = {
+    "h200-nvl": "half of the sparse figure: the page's footnote marks its Tensor Core rows 'With sparsity'",
+}
+
+
+def sourced(field):
+    """A VENDOR_FIGURES entry as the data file holds it (value, source, quote, and how it was read)."""
+    return {k: v for k, v in field.items() if k in ("value", "source", "quote", "via", "note", "derived")}
+
+
+def vendor_fill(name, entry):
+    """Fill the fields the shared catalogue leaves null from VENDOR_FIGURES; stop on a contradiction."""
+    vendor = VENDOR_FIGURES.get(name, {})
+    fills = {}
+    if "memory_gib" in vendor:
+        # Device memory is built in binary units: a vendor's "24 GB" is 24 GiB.
+        fills["memory_bytes"] = {**sourced(vendor["memory_gib"]), "value": vendor["memory_gib"]["value"] * GIB}
+    if "bandwidth_tb_s" in vendor:
+        fills["memory_bandwidth_tb_s"] = sourced(vendor["bandwidth_tb_s"])
+    for field in THROUGHPUT:
+        if field in vendor:
+            fills[field] = sourced(vendor[field])
+    if name in DENSE_FROM_SPARSE:
+        for dense, sparse in (
+            ("bf16_dense_tflops", "bf16_sparse_tflops"),
+            ("fp8_dense_tflops", "fp8_sparse_tflops"),
+            ("fp4_dense_tflops", "fp4_sparse_tflops"),
+            ("int8_dense_tops", "int8_sparse_tops"),
+        ):
+            if sparse in fills and dense not in fills:
+                fills[dense] = {**fills[sparse], "value": fills[sparse]["value"] / 2, "derived": DENSE_FROM_SPARSE[name]}
+    for field, value in fills.items():
+        held = entry.get(field)
+        if held is None:
+            entry[field] = value
+        elif held["value"] != value["value"]:
+            die(f"devices: {name}.{field}: the shared catalogue says {held['value']}, VENDOR_FIGURES {value['value']}")
+    scale_up = vendor.get("scale_up")
+    entry["scale_up"] = (
+        {k: v for k, v in scale_up.items() if k in ("value_gb_s", "link", "direction", "source", "quote", "via", "note", "derived", "direction_from")}
+        if scale_up
+        else None
+    )
+    for field in THROUGHPUT + ("memory_bytes", "memory_bandwidth_tb_s"):
+        entry.setdefault(field, None)
+    return entry
 
 
 def devices(data, oracles):
@@ -516,30 +827,33 @@ def devices(data, oracles):
         if memory:
             # Device memory is built in binary units: a vendor's "80 GB" is 80 GiB.
             value = memory.get("bytes") or memory.get("bytes_if_binary_GiB")
-            memory_bytes = {"value": value, "source": memory["source"]["url"]}
+            memory_bytes = {"value": value, "source": memory["source"]["url"], "quote": memory["quote"]}
         entry = {
             "name": name,
             "aliases": sorted({d["id"]} - {name}),
             "description": d["name"],
             "vendor": d["vendor"],
             "compute_capability": (
-                {"value": capability(d["compute_capability"]), "source": d["compute_capability"]["source"]["url"]}
+                {
+                    "value": capability(d["compute_capability"]),
+                    "source": d["compute_capability"]["source"]["url"],
+                    "quote": d["compute_capability"]["quote"],
+                }
                 if d.get("compute_capability")
                 else None
             ),
-            "gfx_arch": {"value": d["gfx_arch"]["value"], "source": d["gfx_arch"]["source"]["url"]} if d.get("gfx_arch") else None,
+            "gfx_arch": (
+                {"value": d["gfx_arch"]["value"], "source": d["gfx_arch"]["source"]["url"], "quote": d["gfx_arch"]["quote"]}
+                if d.get("gfx_arch")
+                else None
+            ),
             "memory_bytes": memory_bytes,
             "memory_bandwidth_tb_s": figure(d.get("memory_bandwidth")),
             "bf16_dense_tflops": figure(d.get("bf16_dense_tflops")),
             "fp8_dense_tflops": figure(d.get("fp8_dense_tflops")),
             "fp4_dense_tflops": figure(d.get("fp4_dense_tflops")),
         }
-        vendor = VENDOR_FIGURES.get(name)
-        if vendor and entry["memory_bytes"] is None:
-            # Device memory is built in binary units: a vendor's "24 GB" is 24 GiB.
-            entry["memory_bytes"] = {"value": vendor["memory_gib"] * GIB, "source": vendor["source"]}
-        if vendor and entry["memory_bandwidth_tb_s"] is None:
-            entry["memory_bandwidth_tb_s"] = {"value": vendor["bandwidth_tb_s"], "source": vendor["source"]}
+        vendor_fill(name, entry)
         if name in measured:
             values = Counter(v for v, _ in measured[name])
             gib, _ = values.most_common(1)[0]
@@ -550,19 +864,24 @@ def devices(data, oracles):
                 "source": f"oracles/vllm-startup-logs.jsonl gpu_total_gib, records {', '.join(map(str, ids))}",
             }
         out.append(entry)
+    known = {e["name"] for e in out}
+    for device in VENDOR_DEVICES:
+        if device["name"] in known:
+            die(f"devices: {device['name']} is in the shared catalogue now; drop it from VENDOR_DEVICES")
+        entry = {"aliases": [], "gfx_arch": None, **{k: v for k, v in device.items() if k != "after"}}
+        at = next(i for i, e in enumerate(out) if e["name"] == device["after"]) + 1
+        out.insert(at, vendor_fill(device["name"], entry))
     for extra in EXTRA_DEVICES:
-        out.append(
-            {
-                "aliases": [],
-                "gfx_arch": None,
-                "memory_bandwidth_tb_s": None,
-                "bf16_dense_tflops": None,
-                "fp8_dense_tflops": None,
-                "fp4_dense_tflops": None,
-                **extra,
-            }
-        )
-    return {"generated_by": "scripts/engines/regenerate.py from engines/devices.json (" + data["generated_by"] + ")", "rule": data["rule"], "devices": out}
+        out.append(vendor_fill(extra["name"], {"aliases": [], "gfx_arch": None, **extra}))
+    unused = set(VENDOR_FIGURES) - {e["name"] for e in out}
+    if unused:
+        die(f"devices: VENDOR_FIGURES for parts not in the catalogue: {sorted(unused)}")
+    return {
+        "generated_by": "scripts/engines/regenerate.py from engines/devices.json (" + data["generated_by"] + ") and its own VENDOR_FIGURES",
+        "rule": data["rule"],
+        "vendor_figures_rule": VENDOR_RULE,
+        "devices": out,
+    }
 
 
 def verify_packages(directory, engines_data):

@@ -1189,6 +1189,29 @@ mod tests {
     }
 
     #[test]
+    fn the_performance_parts_are_devices_at_their_catalogue_size() {
+        // Counted per GPU: `gb300:4` is four GPUs (one compute tray), not four boards.
+        for (spec, name) in [
+            ("h200-nvl:2", "h200-nvl"),
+            ("gh200", "gh200"),
+            ("b300:8", "b300"),
+            ("gb200:4", "gb200"),
+            ("gb300:4", "gb300"),
+            ("rtx-pro-6000:2", "rtx-pro-6000"),
+            ("MI355X:8", "mi355x"),
+        ] {
+            let devices: Devices = spec.parse().unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let group = &devices.groups()[0];
+            assert_eq!(group.name, name, "{spec}");
+            assert_eq!(
+                Some(group.capacity_bytes),
+                group.device().and_then(|d| d.memory_bytes),
+                "{spec}"
+            );
+        }
+    }
+
+    #[test]
     fn empty_options_do_not_ask_for_memory_and_serialise_to_an_empty_object() {
         let o = PlanOptions::default();
         assert!(!o.asks_for_memory());
