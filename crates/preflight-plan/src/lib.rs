@@ -67,18 +67,11 @@ pub fn plan<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Res
     plan_with_case(facts, options).map(|(verdict, _)| verdict)
 }
 
-/// The performance estimate's inputs for the plan `options` ask for, for the calibration to
-/// replay under candidate constants (`tests/plan/performance_oracle.rs`); `None` when the plan
-/// gives no estimate's inputs (no workload, several artifacts, an engine or device not modelled).
+/// [`plan`], with the performance estimate's inputs for the calibration to replay under
+/// candidate constants (`tests/plan/performance_oracle.rs`); `None` when the plan gives none
+/// (no workload, several artifacts, an engine or device not modelled).
 #[doc(hidden)]
-pub fn performance_case<F: Borrow<ArtifactFacts>>(
-    facts: &[F],
-    options: &PlanOptions,
-) -> Result<Option<performance::Case>, OptionsError> {
-    plan_with_case(facts, options).map(|(_, case)| case)
-}
-
-fn plan_with_case<F: Borrow<ArtifactFacts>>(
+pub fn plan_with_case<F: Borrow<ArtifactFacts>>(
     facts: &[F],
     options: &PlanOptions,
 ) -> Result<(Verdict, Option<performance::Case>), OptionsError> {

@@ -175,7 +175,7 @@ pub(crate) fn case(
             .memory_bandwidth_bytes_per_s
             .ok_or_else(|| format!("{} has no vendor memory bandwidth in the catalogue", device.name))?,
         flops: flops.ok_or_else(|| format!("{} has no vendor {dtype} TFLOPS in the catalogue", device.name))?,
-        link: None,
+        link: device.scale_up.and_then(|s| s.per_direction_bytes_per_s()),
     };
     let replicas = system.data_parallel.max(1);
     Ok(Case {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 
 use preflight_plan::performance::{Case, Constants, Prediction};
-use preflight_plan::{PlanOptions, performance_case, plan};
+use preflight_plan::{PlanOptions, plan_with_case};
 use serde_json::{Value, json};
 
 use crate::support::{doc_section_in, fixtures, hub};
@@ -125,8 +125,11 @@ fn mapping(r: &Value) -> Result<(&'static str, PlanOptions), String> {
         .iter()
         .find(|(label, _)| *label == text("gpu"))
         .map(|(_, name)| *name)
-        .filter(|name| preflight_plan::devices::find(name).is_some())
-        .ok_or_else(|| format!("device {} not in the catalogue", text("gpu")))?;
+        .filter(|name| {
+            preflight_plan::devices::find(name)
+                .is_some_and(|d| d.memory_bandwidth_bytes_per_s.is_some() && d.bf16_dense_flops.is_some())
+        })
+        .ok_or_else(|| format!("device {} lacks vendor bandwidth or TFLOPS in the catalogue", text("gpu")))?;
     let (Some(isl), Some(osl)) = (r["isl"].as_f64(), r["osl"].as_f64()) else {
         return Err("lengths dataset-defined, not stated".into());
     };
@@ -275,11 +278,10 @@ fn planned() -> Vec<Planned> {
         .iter()
         .map(|r| {
             let id = r["id"].as_str().unwrap_or("").to_owned();
-            let outcome = mapping(r).map(|(repo, options)| {
-                let facts = [hub(repo)];
-                let case = performance_case(&facts, &options).expect("mapped options are valid");
-                let verdict = plan(&facts, &options).expect("mapped options are valid");
-                (case, verdict.performance)
+            let outcome = mapping(r).and_then(|(repo, options)| {
+                let (verdict, case) = plan_with_case(&[hub(repo)], &options)
+                    .map_err(|e| format!("preflight refuses its {} (exit 2)", e.option))?;
+                Ok((case, verdict.performance))
             });
             Planned {
                 id,
