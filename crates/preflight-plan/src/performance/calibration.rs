@@ -18,6 +18,11 @@ pub struct Constants {
     pub link_efficiency: f64,
     pub collective_latency_s: f64,
     pub step_overhead_s: f64,
+    /// A closed loop's clients start together and their prompts arrive in waves: the share of
+    /// that wave's prefill time (half of all the clients' prompts, on average) a request's
+    /// TTFT carries beyond the steady state's. A property of how benchmarks start, not of
+    /// the device: one wave in ten when each client sends ten requests.
+    pub burst_share: f64,
 }
 
 /// `measured ÷ estimated` on the rows a set was fitted on, 10th to 90th percentile, per metric:
@@ -99,6 +104,7 @@ mod tests {
                 assert!(share > 0.0 && share <= 1.0, "{set:?}");
             }
             assert!(c.collective_latency_s >= 0.0 && c.step_overhead_s >= 0.0, "{set:?}");
+            assert!((0.0..=1.0).contains(&c.burst_share), "{set:?}");
             assert!(!set.fitted_on.is_empty(), "{set:?}");
             let r = &set.residuals;
             for s in [r.output_tokens_per_s, r.tpot, r.ttft] {

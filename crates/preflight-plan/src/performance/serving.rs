@@ -105,6 +105,20 @@ pub fn steady_state(
                 true => clients / throughput - (osl - 1.0).max(0.0) * step.total,
                 false => ttft,
             };
+            // The clients' first prompts arrive at once: on average a request waits for half
+            // of the wave's other prompts, prefilled at a full step's tokens a step.
+            let prefill_step = profile.time(
+                Batch {
+                    decode: 0.0,
+                    decode_context: 0.0,
+                    prefill: step_tokens,
+                    prefill_keys: isl / 2.0,
+                },
+                hw,
+                c,
+            );
+            let wave = (clients - 1.0) * isl / 2.0 / step_tokens * prefill_step.total;
+            let ttft = ttft + c.burst_share * wave;
             Some(Outcome {
                 batch,
                 tpot_s: step.total,
