@@ -23,6 +23,9 @@ pub struct Constants {
     /// TTFT carries beyond the steady state's. A property of how benchmarks start, not of
     /// the device: one wave in ten when each client sends ten requests.
     pub burst_share: f64,
+    /// What a request waits before its prompt's first step and after its first token, past
+    /// any step: admission, tokenization, the HTTP stream's first chunk.
+    pub request_overhead_s: f64,
 }
 
 /// `measured ÷ estimated` on the rows a set was fitted on, 10th to 90th percentile, per metric:
@@ -105,6 +108,7 @@ mod tests {
             }
             assert!(c.collective_latency_s >= 0.0 && c.step_overhead_s >= 0.0, "{set:?}");
             assert!((0.0..=1.0).contains(&c.burst_share), "{set:?}");
+            assert!(c.request_overhead_s >= 0.0, "{set:?}");
             assert!(!set.fitted_on.is_empty(), "{set:?}");
             let r = &set.residuals;
             for s in [r.output_tokens_per_s, r.tpot, r.ttft] {

@@ -83,7 +83,7 @@ pub fn steady_state(
             hw,
             c,
         );
-        let ttft = step.total / 2.0 + chunks * chunk_step.total;
+        let ttft = c.request_overhead_s + step.total / 2.0 + chunks * chunk_step.total;
         let e2e = ttft + (osl - 1.0).max(0.0) * step.total;
         (step, ttft, e2e)
     };

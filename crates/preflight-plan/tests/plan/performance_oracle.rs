@@ -210,12 +210,13 @@ fn fit(cases: &[(String, Case, Measured)]) -> Constants {
         collective_latency_s: 10e-6,
         step_overhead_s: 2e-3,
         burst_share: 0.1,
+        request_overhead_s: 0.05,
     };
     let mut best = loss(cases, &c);
     let mut step = 2.0f64;
     for _ in 0..40 {
         let mut improved = false;
-        for param in 0..5 {
+        for param in 0..6 {
             for factor in [step, 1.0 / step] {
                 let mut trial = c;
                 let value = match param {
@@ -223,13 +224,15 @@ fn fit(cases: &[(String, Case, Measured)]) -> Constants {
                     1 => &mut trial.compute_efficiency,
                     2 => &mut trial.step_overhead_s,
                     3 => &mut trial.collective_latency_s,
-                    _ => &mut trial.burst_share,
+                    4 => &mut trial.burst_share,
+                    _ => &mut trial.request_overhead_s,
                 };
                 *value = match param {
                     0 | 1 => (*value * factor).clamp(0.05, 1.0),
                     2 => (*value * factor).clamp(1e-5, 0.05),
                     3 => (*value * factor).clamp(1e-7, 2e-4),
-                    _ => (*value * factor).clamp(1e-3, 1.0),
+                    4 => (*value * factor).clamp(1e-3, 1.0),
+                    _ => (*value * factor).clamp(1e-4, 1.0),
                 };
                 let l = loss(cases, &trial);
                 if l < best - 1e-12 {
@@ -324,6 +327,7 @@ fn calibrate() {
                 "collective_latency_s": c.collective_latency_s,
                 "step_overhead_s": c.step_overhead_s,
                 "burst_share": c.burst_share,
+                "request_overhead_s": c.request_overhead_s,
             },
             "residuals": {
                 "output_tokens_per_s": spread(cases, &c, |p, m| Some((p.output_tokens_per_s, m.tokens_per_s?))),
