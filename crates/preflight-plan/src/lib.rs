@@ -225,7 +225,9 @@ pub fn plan_with_case<F: Borrow<ArtifactFacts>>(
                                 estimate.compute_dtype,
                                 estimate.calibrated_on
                             );
-                            artifact.findings.push(Code::PerformanceUncalibrated, "performance", detail);
+                            artifact
+                                .findings
+                                .push(Code::PerformanceUncalibrated, "performance", detail);
                         }
                         estimate_made = Some(estimate);
                     }

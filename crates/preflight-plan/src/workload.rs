@@ -75,7 +75,9 @@ impl FromStr for Workload {
                         .parse()
                         .ok()
                         .filter(|n| (1..=MAX_SEQUENCES).contains(n))
-                        .ok_or_else(|| format!("concurrency: `{value}` is not a client count from 1 to {MAX_SEQUENCES}"))?;
+                        .ok_or_else(|| {
+                            format!("concurrency: `{value}` is not a client count from 1 to {MAX_SEQUENCES}")
+                        })?;
                     arrivals = Some(Arrivals::Concurrency(n));
                 }
                 "rate" => {
@@ -84,10 +86,14 @@ impl FromStr for Workload {
                         .parse()
                         .ok()
                         .filter(|r: &f64| r.is_finite() && *r > 0.0 && *r <= MAX_RATE)
-                        .ok_or_else(|| format!("rate: `{value}` is not requests a second, above 0 and at most {MAX_RATE}"))?;
+                        .ok_or_else(|| {
+                            format!("rate: `{value}` is not requests a second, above 0 and at most {MAX_RATE}")
+                        })?;
                     let milli = (rate * 1000.0).round() as u64;
                     if milli == 0 {
-                        return Err(format!("rate: {value} requests a second rounds to none (the finest rate is 0.001)"));
+                        return Err(format!(
+                            "rate: {value} requests a second rounds to none (the finest rate is 0.001)"
+                        ));
                     }
                     arrivals = Some(Arrivals::RateMilli(milli));
                 }
@@ -99,10 +105,15 @@ impl FromStr for Workload {
             }
         }
         let (Some(isl), Some(osl)) = (isl, osl) else {
-            return Err("give both isl and osl (prompt and output tokens a request), e.g. isl=1024,osl=1024,concurrency=64".into());
+            return Err(
+                "give both isl and osl (prompt and output tokens a request), e.g. isl=1024,osl=1024,concurrency=64"
+                    .into(),
+            );
         };
         if isl.saturating_add(osl) > MAX_CONTEXT {
-            return Err(format!("isl + osl is more than the {MAX_CONTEXT} tokens a request accepted"));
+            return Err(format!(
+                "isl + osl is more than the {MAX_CONTEXT} tokens a request accepted"
+            ));
         }
         let arrivals = arrivals.ok_or_else(|| {
             "give concurrency=N (N clients, a closed loop) or rate=R (R requests a second, an open loop)".to_owned()

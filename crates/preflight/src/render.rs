@@ -5,8 +5,8 @@ use std::fmt::Write;
 use crate::term::Paint;
 use crate::units::{bytes, thousands};
 use preflight_plan::{
-    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Gated, Memory, Releases, RemoteCode,
-    Runtimes, Severity, Source, Support, Verdict,
+    ArtifactMemory, ArtifactVerdict, Attention, Code, DeviceMemory, Engine, Gated, Memory, PerformanceLimit, Releases,
+    RemoteCode, Runtimes, Severity, Source, Support, Verdict,
 };
 
 /// `8190735360` → `8.19B`.
@@ -73,7 +73,86 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     {
         out.push_str("\nMEMORY  unknown for the system: see the memory.unavailable finding(s)\n");
     }
+    if let Some(p) = &v.performance {
+        out.push('\n');
+        performance(&mut out, p, paint);
+    } else if v
+        .artifacts
+        .iter()
+        .flat_map(|a| &a.findings)
+        .any(|f| f.code == Code::PerformanceUnavailable)
+    {
+        out.push_str("\nPERFORMANCE  no estimate: see the performance.unavailable finding\n");
+    }
     out
+}
+
+/// The performance block: every figure an estimate, with its range.
+fn performance(out: &mut String, p: &preflight_plan::Performance, paint: Paint) {
+    let ms = |x: f64| {
+        if x >= 10_000.0 {
+            format!("{} s", thousands((x / 1000.0).round() as u64))
+        } else if x >= 100.0 {
+            format!("{} ms", thousands(x.round() as u64))
+        } else {
+            format!("{x:.1} ms")
+        }
+    };
+    let range = |r: preflight_plan::Range| format!("×{:.2}–{:.2}", r.low, r.high);
+    let _ = writeln!(
+        out,
+        "PERFORMANCE (estimate) {}  ·  calibrated on {} ({} rows{})",
+        p.workload,
+        p.calibrated_on,
+        thousands(p.calibration_rows),
+        if p.calibration_matches {
+            ""
+        } else {
+            "; not this deployment's: see performance.uncalibrated"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  throughput    {} output tokens/s ({} a GPU), {}",
+        thousands(p.output_tokens_per_s.round() as u64),
+        thousands(p.output_tokens_per_s_per_gpu.round() as u64),
+        range(p.range)
+    );
+    let ttft = p.ttft_ms.map_or_else(
+        || "unbounded: more requests arrive than the deployment completes".to_owned(),
+        |t| format!("{}, {}", ms(t), range(p.ttft_range)),
+    );
+    let _ = writeln!(out, "  TTFT          {ttft}");
+    let _ = writeln!(out, "  TPOT          {}, {}", ms(p.tpot_ms), range(p.tpot_range));
+    if let Some(e2e) = p.e2e_ms {
+        let _ = writeln!(out, "  end to end    {}", ms(e2e));
+    }
+    let limit = match p.limited_by {
+        PerformanceLimit::MemoryBandwidth => "memory bandwidth (each step reads weights and KV cache)",
+        PerformanceLimit::Compute => "compute",
+        PerformanceLimit::Communication => "communication (tensor/expert-parallel collectives)",
+        PerformanceLimit::KvCapacity => "KV capacity (the pool holds no more requests: the rest queue)",
+        PerformanceLimit::Scheduling => "the scheduler's request limit (the rest queue)",
+    };
+    let _ = writeln!(
+        out,
+        "  batch         {:.0} requests running a replica · limited by {limit}{}",
+        p.batch,
+        if p.overloaded {
+            paint.red(" · OVERLOADED")
+        } else {
+            String::new()
+        }
+    );
+    for check in &p.slo {
+        let estimate = check.estimate_ms.map_or_else(|| "none".to_owned(), ms);
+        let verdict = if check.met {
+            paint.green("met")
+        } else {
+            paint.red("missed")
+        };
+        let _ = writeln!(out, "  target        {}: {verdict} (estimate {estimate})", check.target);
+    }
 }
 
 fn artifact_block(out: &mut String, a: &ArtifactVerdict, releases: &Releases, paint: Paint) {

@@ -91,7 +91,11 @@ pub fn lookup(engine: &str, device: &str, dtype: &str) -> Option<(&'static Set, 
         .find(|s| on_device(s) && s.dtype.as_deref() == Some(dtype))
         .map(|s| (s, Coverage::Exact))
         .or_else(|| sets.clone().find(on_device).map(|s| (s, Coverage::OtherDtype)))
-        .or_else(|| sets.clone().find(|s| s.device.is_none()).map(|s| (s, Coverage::OtherDevice)))
+        .or_else(|| {
+            sets.clone()
+                .find(|s| s.device.is_none())
+                .map(|s| (s, Coverage::OtherDevice))
+        })
 }
 
 #[cfg(test)]

@@ -11,17 +11,15 @@ pub(crate) mod step;
 
 use crate::memory::ServingEngine;
 use crate::model::Model;
-use crate::throughput::{attention_per_key, peak};
 use crate::options::{DeviceGroup, MemoryEngine, PlanOptions};
 use crate::runtimes::Weights;
-use crate::verdict::{
-    ArtifactMemory, Component, Memory, Parameters, Performance, PerformanceLimit, Range, SloCheck,
-};
+use crate::throughput::{attention_per_key, peak};
+use crate::verdict::{ArtifactMemory, Component, Memory, Parameters, Performance, PerformanceLimit, Range, SloCheck};
 use crate::workload::{Metric, Workload};
 pub use calibration::Constants;
 
-use calibration::Coverage;
 use crate::workload::Scheduler;
+use calibration::Coverage;
 use serving::Limit;
 use step::{Hardware, Profile};
 
@@ -71,13 +69,18 @@ fn profile(inputs: &Inputs, options: &PlanOptions, engine: &dyn ServingEngine) -
         .iter()
         .map(|g| {
             let tokens = g.tokens_per_sequence.unwrap_or(0) as f64;
-            (g.bytes_per_token_per_layer.unwrap_or(0) as f64 * tokens + g.bytes_per_sequence_per_layer.unwrap_or(0) as f64)
+            (g.bytes_per_token_per_layer.unwrap_or(0) as f64 * tokens
+                + g.bytes_per_sequence_per_layer.unwrap_or(0) as f64)
                 * g.layers as f64
                 * memory.sequences as f64
         })
         .sum();
     let held: f64 = memory.kv_cache.iter().map(|g| g.bytes as f64).sum::<f64>() / tp as f64;
-    let share = if one_copy > 0.0 { (held / one_copy).min(1.0) } else { 1.0 / tp as f64 };
+    let share = if one_copy > 0.0 {
+        (held / one_copy).min(1.0)
+    } else {
+        1.0 / tp as f64
+    };
     let kv = memory
         .kv_cache
         .iter()
@@ -102,18 +105,15 @@ fn profile(inputs: &Inputs, options: &PlanOptions, engine: &dyn ServingEngine) -
         fixed_weight_bytes,
         expert_weight_bytes,
         experts: model.moe.as_ref().map(|m| (m.experts, m.active)),
-        moe_layers: model
-            .moe
-            .as_ref()
-            .map_or(0, |m| (model.layers.len() as u64).saturating_sub(m.dense_layers.len() as u64)),
+        moe_layers: model.moe.as_ref().map_or(0, |m| {
+            (model.layers.len() as u64).saturating_sub(m.dense_layers.len() as u64)
+        }),
         linear_flops: 2.0 * active.saturating_sub(embedding_params) as f64,
         attention: attention_per_key(model),
         kv,
         state_bytes,
         tensor_parallel: tp,
-        expert_parallel: options
-            .expert_parallel
-            .then(|| engine.expert_parallel_ranks(options)),
+        expert_parallel: options.expert_parallel.then(|| engine.expert_parallel_ranks(options)),
     })
 }
 
@@ -159,9 +159,12 @@ pub(crate) fn case(
     weights: Weights,
 ) -> Result<Case, Unavailable> {
     let unit = engine.unit();
-    let device = group
-        .device()
-        .ok_or_else(|| format!("{} is not in the device catalogue: its bandwidth and FLOPs are not known", group.name))?;
+    let device = group.device().ok_or_else(|| {
+        format!(
+            "{} is not in the device catalogue: its bandwidth and FLOPs are not known",
+            group.name
+        )
+    })?;
     let profile = profile(inputs, options, unit).ok_or("the plan places no rank")?;
     let pool_tokens = system
         .kv_pool_tokens
@@ -230,9 +233,14 @@ impl Case {
                 self.workload.isl + self.workload.osl
             )
         })?;
-        let e2e_ms = p.ttft_ms.map(|t| t + p.tpot_ms * self.workload.osl.saturating_sub(1) as f64);
+        let e2e_ms = p
+            .ttft_ms
+            .map(|t| t + p.tpot_ms * self.workload.osl.saturating_sub(1) as f64);
         let r = &set.residuals;
-        let range = |s: calibration::Spread| Range { low: s.low, high: s.high };
+        let range = |s: calibration::Spread| Range {
+            low: s.low,
+            high: s.high,
+        };
         let checks: Vec<SloCheck> = slo
             .iter()
             .flat_map(|slo| &slo.targets)

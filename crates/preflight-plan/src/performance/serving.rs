@@ -123,7 +123,8 @@ pub fn steady_state(
                 batch,
                 tpot_s: step.total,
                 ttft_s: Some(ttft),
-                requests_per_s: throughput,
+                // Every client completes a request each end-to-end latency.
+                requests_per_s: clients / (ttft + (osl - 1.0).max(0.0) * step.total),
                 limited_by: if queued { capacity_limit } else { bound(step.bound()) },
                 overloaded: false,
             })
@@ -142,12 +143,13 @@ pub fn steady_state(
                     overloaded: true,
                 });
             }
-            // Little's law: the batch is the rate times the time a request spends running;
+            // Little's law: the batch (a mean: under 1 when the replica idles between requests)
+            // is the rate times the time a request spends running;
             // iterate to its fixed point (the step time grows with the batch).
             let mut batch = 1.0f64.min(capacity);
             for _ in 0..64 {
                 let (_, _, e2e) = serve(batch);
-                let next = (rate * e2e).clamp(rate.min(capacity), capacity);
+                let next = (rate * e2e).clamp(1e-6, capacity);
                 if (next - batch).abs() < 1e-6 {
                     break;
                 }
@@ -163,5 +165,85 @@ pub fn steady_state(
                 overloaded: false,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::performance::step::tests::dense;
+
+    fn workload(text: &str) -> Workload {
+        text.parse().expect("valid workload")
+    }
+
+    const ROOMY: Scheduler = Scheduler {
+        max_running: 256,
+        step_tokens: 8192,
+        pool_tokens: 1_000_000,
+    };
+
+    #[test]
+    fn a_closed_loop_runs_every_client_while_the_pool_holds_them() {
+        let (profile, hw, c) = dense();
+        let o = steady_state(&profile, hw, &c, ROOMY, &workload("isl=1000,osl=100,concurrency=4"), 1).expect("fits");
+        assert_eq!(o.batch, 4.0);
+        assert!(!o.overloaded);
+        // The closed loop's identity: clients = throughput × (TTFT + (osl − 1) × TPOT).
+        let e2e = o.ttft_s.expect("bounded") + 99.0 * o.tpot_s;
+        assert!((o.requests_per_s * e2e - 4.0).abs() < 1e-9);
+        // Two replicas split the clients.
+        let two = steady_state(&profile, hw, &c, ROOMY, &workload("isl=1000,osl=100,concurrency=4"), 2).expect("fits");
+        assert_eq!(two.batch, 2.0);
+    }
+
+    #[test]
+    fn clients_past_the_pool_queue_for_a_slot() {
+        let (profile, hw, c) = dense();
+        // 10,500 tokens hold 10 requests of 1,000 + 100/2.
+        let small = Scheduler {
+            pool_tokens: 10_500,
+            ..ROOMY
+        };
+        let o = steady_state(&profile, hw, &c, small, &workload("isl=1000,osl=100,concurrency=40"), 1).expect("fits");
+        assert_eq!((o.batch, o.limited_by), (10.0, Limit::KvCapacity));
+        let roomy =
+            steady_state(&profile, hw, &c, ROOMY, &workload("isl=1000,osl=100,concurrency=10"), 1).expect("fits");
+        assert!(o.ttft_s.expect("bounded") > roomy.ttft_s.expect("bounded") * 3.0);
+        // The scheduler's own limit, where the pool has room.
+        let capped = Scheduler {
+            max_running: 8,
+            ..ROOMY
+        };
+        let o = steady_state(
+            &profile,
+            hw,
+            &c,
+            capped,
+            &workload("isl=1000,osl=100,concurrency=40"),
+            1,
+        )
+        .expect("fits");
+        assert_eq!((o.batch, o.limited_by), (8.0, Limit::Scheduling));
+        // Not one request fits: no steady state.
+        let tiny = Scheduler {
+            pool_tokens: 1000,
+            ..ROOMY
+        };
+        assert!(steady_state(&profile, hw, &c, tiny, &workload("isl=1000,osl=100,concurrency=1"), 1).is_none());
+    }
+
+    #[test]
+    fn an_open_loop_holds_what_littles_law_gives_until_it_overloads() {
+        let (profile, hw, c) = dense();
+        let o = steady_state(&profile, hw, &c, ROOMY, &workload("isl=1000,osl=100,rate=2"), 1).expect("fits");
+        assert!(!o.overloaded);
+        let e2e = o.ttft_s.expect("bounded") + 99.0 * o.tpot_s;
+        assert!((o.batch - 2.0 * e2e).abs() < 1e-3, "{o:?}");
+        assert_eq!(o.requests_per_s, 2.0);
+        // Far past what 256 requests at a time complete.
+        let flood = steady_state(&profile, hw, &c, ROOMY, &workload("isl=1000,osl=100,rate=100000"), 1).expect("fits");
+        assert!(flood.overloaded && flood.ttft_s.is_none());
+        assert!(flood.requests_per_s < 100_000.0);
     }
 }

@@ -128,10 +128,10 @@ impl Profile {
         }
         if let (Some(ep), Some((_, k))) = (self.expert_parallel.filter(|&ep| ep > 1), self.experts) {
             let n = ep as f64;
-            sent += 2.0 * self.moe_layers as f64 * tokens * k as f64 * self.hidden as f64 * ACTIVATION_BYTES
-                * (n - 1.0)
-                / n
-                / tp;
+            sent +=
+                2.0 * self.moe_layers as f64 * tokens * k as f64 * self.hidden as f64 * ACTIVATION_BYTES * (n - 1.0)
+                    / n
+                    / tp;
         }
         (read, flops, sent)
     }
@@ -163,5 +163,117 @@ impl Profile {
             communication,
             total: memory.max(compute) + communication + c.step_overhead_s,
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A dense model of a gigabyte of weights, 1,000 bytes of KV a token, on a device reading
+    /// a terabyte and computing 100 TFLOP a second, at full efficiency and no fixed costs.
+    pub(crate) fn dense() -> (Profile, Hardware, Constants) {
+        let profile = Profile {
+            layers: 10,
+            hidden: 1000,
+            fixed_weight_bytes: 1e9,
+            expert_weight_bytes: 0.0,
+            experts: None,
+            moe_layers: 0,
+            linear_flops: 2e9,
+            attention: vec![(1e4, None)],
+            kv: vec![(1000.0, None)],
+            state_bytes: 0.0,
+            tensor_parallel: 1,
+            expert_parallel: None,
+        };
+        let hw = Hardware {
+            bandwidth: 1e12,
+            flops: 1e14,
+            link: None,
+        };
+        let c = Constants {
+            memory_efficiency: 1.0,
+            compute_efficiency: 1.0,
+            link_efficiency: 1.0,
+            collective_latency_s: 0.0,
+            step_overhead_s: 0.0,
+            burst_share: 0.0,
+            request_overhead_s: 0.0,
+        };
+        (profile, hw, c)
+    }
+
+    #[test]
+    fn a_small_decode_step_reads_the_weights_and_each_sequences_cache() {
+        let (profile, hw, c) = dense();
+        let batch = Batch {
+            decode: 10.0,
+            decode_context: 100.0,
+            prefill: 0.0,
+            prefill_keys: 0.0,
+        };
+        // 1e9 + 10 × 100 × 1,000 bytes; 10 × (2e9 + 100 × 1e4) FLOPs.
+        let (read, flops, sent) = profile.costs(batch);
+        assert_eq!((read, flops, sent), (1.001e9, 2.001e10, 0.0));
+        let t = profile.time(batch, hw, &c);
+        assert_eq!((t.memory, t.compute, t.total), (1.001e-3, 2.001e-4, 1.001e-3));
+        assert_eq!(t.bound(), Bound::MemoryBandwidth);
+        // A prompt of 10,000 tokens is compute-bound: 10,000 × 2e9 FLOPs = 0.2 s.
+        let prefill = profile.time(
+            Batch {
+                decode: 0.0,
+                decode_context: 0.0,
+                prefill: 10_000.0,
+                prefill_keys: 0.0,
+            },
+            hw,
+            &c,
+        );
+        assert_eq!(prefill.bound(), Bound::Compute);
+        assert!((prefill.total - 0.2).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_step_reads_the_experts_its_tokens_route_to_and_windows_cap_the_cache() {
+        let (mut profile, _, _) = dense();
+        profile.experts = Some((8, 2));
+        profile.expert_weight_bytes = 8e9;
+        profile.kv = vec![(1000.0, Some(50))];
+        let step = |tokens: f64| {
+            profile
+                .costs(Batch {
+                    decode: tokens,
+                    decode_context: 100.0,
+                    prefill: 0.0,
+                    prefill_keys: 0.0,
+                })
+                .0
+        };
+        // One token: a quarter of the experts, 50 windowed tokens of cache.
+        assert_eq!(step(1.0), 1e9 + 8e9 * 0.25 + 50_000.0);
+        // Two: 1 − (3/4)² of them.
+        assert_eq!(step(2.0), 1e9 + 8e9 * (1.0 - 0.75 * 0.75) + 100_000.0);
+    }
+
+    #[test]
+    fn tensor_parallel_ranks_split_the_flops_and_exchange_the_activations() {
+        let (mut profile, mut hw, mut c) = dense();
+        profile.tensor_parallel = 4;
+        hw.link = Some(1e11);
+        c.collective_latency_s = 1e-5;
+        let batch = Batch {
+            decode: 8.0,
+            decode_context: 0.0,
+            prefill: 0.0,
+            prefill_keys: 0.0,
+        };
+        let (_, flops, sent) = profile.costs(batch);
+        assert_eq!(flops, 8.0 * 2e9 / 4.0);
+        // Two all-reduces in each of 10 layers, 8 tokens × 1,000 × 2 bytes each, a ring's
+        // 2 × 3/4 of them.
+        assert_eq!(sent, 2.0 * 10.0 * 8.0 * 1000.0 * 2.0 * 2.0 * 0.75);
+        let t = profile.time(batch, hw, &c);
+        assert!((t.communication - (sent / 1e11 + 20.0 * 1e-5)).abs() < 1e-15);
     }
 }

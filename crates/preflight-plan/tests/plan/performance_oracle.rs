@@ -54,7 +54,10 @@ const MODELS: &[(&str, &str)] = &[
     ("Qwen/Qwen3-235B-A22B-FP8", "nvidia/Qwen3-235B-A22B-NVFP4"),
     ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B-FP8-Static-PerTensor"),
     ("mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-v0.1"),
-    ("mistralai/Mixtral-8x7B-Instruct-v0.1 [mixtral-8x7b]", "mistralai/Mixtral-8x7B-v0.1"),
+    (
+        "mistralai/Mixtral-8x7B-Instruct-v0.1 [mixtral-8x7b]",
+        "mistralai/Mixtral-8x7B-v0.1",
+    ),
 ];
 
 /// Engines whose scheduling and memory preflight models.
@@ -74,9 +77,9 @@ fn rows() -> Vec<Value> {
 
 /// FNV-1a of the id: a split no one chose row by row.
 fn held_out(id: &str) -> bool {
-    let hash = id
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
     hash % 10 < HELD_OUT_TENTHS
 }
 
@@ -129,7 +132,12 @@ fn mapping(r: &Value) -> Result<(&'static str, PlanOptions), String> {
             preflight_plan::devices::find(name)
                 .is_some_and(|d| d.memory_bandwidth_bytes_per_s.is_some() && d.bf16_dense_flops.is_some())
         })
-        .ok_or_else(|| format!("device {} lacks vendor bandwidth or TFLOPS in the catalogue", text("gpu")))?;
+        .ok_or_else(|| {
+            format!(
+                "device {} lacks vendor bandwidth or TFLOPS in the catalogue",
+                text("gpu")
+            )
+        })?;
     let (Some(isl), Some(osl)) = (r["isl"].as_f64(), r["osl"].as_f64()) else {
         return Err("lengths dataset-defined, not stated".into());
     };
@@ -196,7 +204,10 @@ fn loss(cases: &[(String, Case, Measured)], c: &Constants) -> f64 {
     cases
         .iter()
         .map(|(_, case, m)| match case.predict(c) {
-            Some(p) => log_errors(&p, m).iter().map(|e| 2.0 * ((1.0 + e * e).sqrt() - 1.0)).sum(),
+            Some(p) => log_errors(&p, m)
+                .iter()
+                .map(|e| 2.0 * ((1.0 + e * e).sqrt() - 1.0))
+                .sum(),
             None => 100.0,
         })
         .sum::<f64>()
@@ -279,7 +290,11 @@ fn fit(cases: &[(String, Case, Measured)], start: Constants, params: &[Param]) -
 }
 
 /// The 10th and 90th percentile of `measured ÷ estimated` for one metric.
-fn spread(cases: &[(String, Case, Measured)], c: &Constants, pick: fn(&Prediction, &Measured) -> Option<(f64, f64)>) -> Value {
+fn spread(
+    cases: &[(String, Case, Measured)],
+    c: &Constants,
+    pick: fn(&Prediction, &Measured) -> Option<(f64, f64)>,
+) -> Value {
     let mut ratios: Vec<f64> = cases
         .iter()
         .filter_map(|(_, case, m)| pick(&case.predict(c)?, m))
@@ -338,32 +353,36 @@ fn calibrate() {
             continue;
         }
         if let Ok((Some(case), _)) = p.outcome {
-            by_engine.entry(p.engine.clone()).or_default().push((p.id, case, p.measured));
+            by_engine
+                .entry(p.engine.clone())
+                .or_default()
+                .push((p.id, case, p.measured));
         }
     }
     let mut sets = Vec::new();
-    let set = |engine: &str, device: Option<&str>, dtype: Option<&str>, cases: &[(String, Case, Measured)], c: Constants| {
-        json!({
-            "engine": engine,
-            "device": device,
-            "dtype": dtype,
-            "constants": {
-                "memory_efficiency": c.memory_efficiency,
-                "compute_efficiency": c.compute_efficiency,
-                "link_efficiency": c.link_efficiency,
-                "collective_latency_s": c.collective_latency_s,
-                "step_overhead_s": c.step_overhead_s,
-                "burst_share": c.burst_share,
-                "request_overhead_s": c.request_overhead_s,
-            },
-            "residuals": {
-                "output_tokens_per_s": spread(cases, &c, |p, m| Some((p.output_tokens_per_s, m.tokens_per_s?))),
-                "tpot": spread(cases, &c, |p, m| Some((p.tpot_ms, m.tpot_ms?))),
-                "ttft": spread(cases, &c, |p, m| Some((p.ttft_ms?, m.ttft_ms?))),
-            },
-            "fitted_on": cases.iter().map(|(id, ..)| id.clone()).collect::<Vec<_>>(),
-        })
-    };
+    let set =
+        |engine: &str, device: Option<&str>, dtype: Option<&str>, cases: &[(String, Case, Measured)], c: Constants| {
+            json!({
+                "engine": engine,
+                "device": device,
+                "dtype": dtype,
+                "constants": {
+                    "memory_efficiency": c.memory_efficiency,
+                    "compute_efficiency": c.compute_efficiency,
+                    "link_efficiency": c.link_efficiency,
+                    "collective_latency_s": c.collective_latency_s,
+                    "step_overhead_s": c.step_overhead_s,
+                    "burst_share": c.burst_share,
+                    "request_overhead_s": c.request_overhead_s,
+                },
+                "residuals": {
+                    "output_tokens_per_s": spread(cases, &c, |p, m| Some((p.output_tokens_per_s, m.tokens_per_s?))),
+                    "tpot": spread(cases, &c, |p, m| Some((p.tpot_ms, m.tpot_ms?))),
+                    "ttft": spread(cases, &c, |p, m| Some((p.ttft_ms?, m.ttft_ms?))),
+                },
+                "fitted_on": cases.iter().map(|(id, ..)| id.clone()).collect::<Vec<_>>(),
+            })
+        };
     for (engine, cases) in &by_engine {
         let mut keyed: BTreeMap<(String, String), Vec<(String, Case, Measured)>> = BTreeMap::new();
         for (id, case, m) in cases {

@@ -57,6 +57,17 @@ async fn a_bad_option_names_its_field() {
         (json!({ "devices": [7] }), "devices"),
         (json!({ "gpu_utilization": 1.5 }), "gpu_utilization"),
         (json!({ "kv_dtype": "fp3" }), "kv_dtype"),
+        (
+            json!({ "devices": "h100-80gb", "workload": "isl=1k,osl=1k" }),
+            "workload",
+        ),
+        (json!({ "devices": "h100-80gb", "workload": 64 }), "workload"),
+        (json!({ "workload": "isl=1k,osl=1k,rate=2" }), "workload"),
+        (
+            json!({ "devices": "h100-80gb", "workload": "isl=1k,osl=1k,rate=2", "slo": "tpot=50" }),
+            "slo",
+        ),
+        (json!({ "devices": "h100-80gb", "slo": "tpot=50ms" }), "slo"),
         (json!({ "bogus": 1 }), "bogus"),
     ] {
         let body = json!({ "sources": ["hf://a/b"], "options": options });
@@ -126,6 +137,20 @@ async fn options_read_as_the_cli_reads_them() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(v["error"]["code"], "invalid_options", "{v}");
     assert_eq!(v["error"]["field"], "context", "{v}");
+    // The workload and targets in the CLI's own words; the estimate beside the memory.
+    let (status, _, v) = s
+        .plan_with(
+            serde_json::json!({
+                "sources": ["hf://Qwen/Qwen3-0.6B"],
+                "options": {"devices": "l4", "workload": "isl=1k,osl=128,concurrency=4", "slo": "tpot=1s"}
+            }),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["performance"]["workload"], "isl=1024,osl=128,concurrency=4", "{v}");
+    assert_eq!(v["performance"]["estimate"], true);
+    assert_eq!(v["performance"]["slo"][0]["target"], "tpot=1000ms");
 }
 
 #[tokio::test]

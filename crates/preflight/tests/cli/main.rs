@@ -9,6 +9,7 @@ mod hub;
 mod library;
 mod memory;
 mod naming;
+mod performance;
 mod replicas;
 mod snapshots;
 mod source;

@@ -1,0 +1,137 @@
+//! `--workload` and `--slo`: the performance block they add (an estimate, with its range and
+//! calibration), and bad values refused as bad usage (exit 2) before any source is read.
+
+use serde_json::Value;
+
+use crate::support::{materialize, preflight};
+
+fn qwen3_8b(dir: &tempfile::TempDir, args: &[&str]) -> std::process::Output {
+    let repo = materialize("Qwen/Qwen3-8B", dir.path());
+    let mut argv = vec!["plan", repo.to_str().expect("utf8"), "--devices", "h100-80gb:1"];
+    argv.extend_from_slice(args);
+    preflight(&argv)
+}
+
+#[test]
+fn a_workload_adds_an_estimate_with_its_range_and_targets() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = qwen3_8b(
+        &dir,
+        &[
+            "--json",
+            "--workload",
+            "isl=1024,osl=256,concurrency=8",
+            "--slo",
+            "tpot=1s,ttft=1us",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let p = &v["performance"];
+    assert_eq!(p["estimate"], true);
+    assert_eq!(p["workload"], "isl=1024,osl=256,concurrency=8");
+    assert_eq!(p["batch"], 8.0);
+    let range = (
+        p["range"]["low"].as_f64().expect("low"),
+        p["range"]["high"].as_f64().expect("high"),
+    );
+    assert!(range.0 <= 1.0 && 1.0 <= range.1, "{range:?}");
+    let (tokens, per_gpu) = (
+        p["output_tokens_per_s"].as_f64(),
+        p["output_tokens_per_s_per_gpu"].as_f64(),
+    );
+    assert!(tokens.is_some_and(|t| t > 0.0) && tokens == per_gpu, "one GPU: {p}");
+    // The closed loop's identity: 8 clients each complete 256 tokens an end-to-end latency.
+    let e2e = p["e2e_ms"].as_f64().expect("e2e");
+    assert!((tokens.expect("tokens") - 8.0 * 256.0 / (e2e / 1000.0)).abs() < 1e-6 * e2e);
+    // tpot=1s is met, ttft=1us cannot be.
+    assert_eq!(p["slo"][0]["target"], "ttft=0.001ms");
+    assert_eq!(
+        (p["slo"][0]["met"].as_bool(), p["slo"][1]["met"].as_bool()),
+        (Some(false), Some(true))
+    );
+    assert_eq!(p["meets_slo"], false);
+    // The text says it is an estimate, what it was calibrated on, and each target's fate.
+    let out = qwen3_8b(
+        &dir,
+        &["--workload", "isl=1024,osl=256,concurrency=8", "--slo", "tpot=1s"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "PERFORMANCE (estimate) isl=1024,osl=256,concurrency=8",
+        "calibrated on vllm",
+        "target        tpot=1000ms: met",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
+
+#[test]
+fn an_engine_without_a_modelled_scheduler_says_why_there_is_no_estimate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("Qwen/Qwen3-8B-GGUF", dir.path());
+    let gguf = repo.join("Qwen3-8B-Q4_K_M.gguf");
+    let out = preflight(&[
+        "plan",
+        "--json",
+        gguf.to_str().expect("utf8"),
+        "--devices",
+        "rtx-4090",
+        "--context",
+        "8k",
+        "--workload",
+        "isl=1000,osl=100,rate=1",
+    ]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert!(v.get("performance").is_none());
+    let finding = v["artifacts"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["code"] == "performance.unavailable")
+        .expect("performance.unavailable");
+    assert!(
+        finding["detail"].as_str().is_some_and(|d| d.contains("llama.cpp")),
+        "{finding}"
+    );
+}
+
+#[test]
+fn bad_workloads_and_targets_are_bad_usage() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--devices", "h100-80gb", "--workload", "isl=1024,osl=128"],
+            "concurrency=N",
+        ),
+        (
+            &["--devices", "h100-80gb", "--workload", "isl=1024,osl=128,qps=3"],
+            "`qps` is not a workload key",
+        ),
+        (
+            &[
+                "--devices",
+                "h100-80gb",
+                "--workload",
+                "isl=1k,osl=1k,rate=1",
+                "--slo",
+                "ttft=2",
+            ],
+            "needs a unit",
+        ),
+        (&["--devices", "h100-80gb", "--slo", "ttft=2s"], "give workload too"),
+        (&["--workload", "isl=1k,osl=1k,rate=1"], "give devices too"),
+    ];
+    for (args, want) in cases {
+        let mut argv = vec!["plan", "hf://Qwen/Qwen3-8B"];
+        argv.extend_from_slice(args);
+        let out = preflight(&argv);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+        // The same as a JSON error document on stdout.
+        argv.push("--json");
+        let out = preflight(&argv);
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["error"]["code"], "invalid_options", "{args:?}: {v}");
+    }
+}
