@@ -69,9 +69,9 @@ fn attention_flops(model: &Model, context: u64) -> f64 {
 }
 
 /// Attention FLOPs one token spends per key it attends to, layer by layer, with the layer's
-/// window: QKᵀ and AV, 2 FLOPs a multiply-add, per query head. Absorbed MLA scores over latent
-/// + rope and reads values from the latent, as engines decode it. Layers without softmax over
-/// the context (linear attention, Mamba) cost none per key.
+/// window: QKᵀ and AV, 2 FLOPs a multiply-add, per query head. Absorbed MLA scores over the
+/// latent and the rope part and reads values from the latent, as engines decode it. Layers
+/// without softmax over the context (linear attention, Mamba) cost none per key.
 pub(crate) fn attention_per_key(model: &Model) -> Vec<(f64, Option<u64>)> {
     let heads = model.heads as f64;
     model

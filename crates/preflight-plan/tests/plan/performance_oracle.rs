@@ -183,6 +183,9 @@ fn mapping(r: &Value) -> Result<(&'static str, PlanOptions), String> {
     Ok((repo, options))
 }
 
+/// A training row: its id, its case, what it measured.
+type Fitted = (String, Case, Measured);
+
 /// `ln(estimate ÷ measured)` for each metric both have.
 fn log_errors(p: &Prediction, m: &Measured) -> Vec<f64> {
     let pairs = [
@@ -200,7 +203,7 @@ fn log_errors(p: &Prediction, m: &Measured) -> Vec<f64> {
 
 /// Pseudo-Huber on the log errors: squared near zero, linear past a factor of e, so a few
 /// rows no model explains (a harness's cold start) do not drag every constant.
-fn loss(cases: &[(String, Case, Measured)], c: &Constants) -> f64 {
+fn loss(cases: &[Fitted], c: &Constants) -> f64 {
     cases
         .iter()
         .map(|(_, case, m)| match case.predict(c) {
@@ -262,7 +265,7 @@ const START: Constants = Constants {
 };
 
 /// Coordinate descent on `params` from `start`, each held to its range; deterministic.
-fn fit(cases: &[(String, Case, Measured)], start: Constants, params: &[Param]) -> Constants {
+fn fit(cases: &[Fitted], start: Constants, params: &[Param]) -> Constants {
     let mut c = start;
     let mut best = loss(cases, &c);
     let mut step = 2.0f64;
@@ -290,11 +293,7 @@ fn fit(cases: &[(String, Case, Measured)], start: Constants, params: &[Param]) -
 }
 
 /// The 10th and 90th percentile of `measured ÷ estimated` for one metric.
-fn spread(
-    cases: &[(String, Case, Measured)],
-    c: &Constants,
-    pick: fn(&Prediction, &Measured) -> Option<(f64, f64)>,
-) -> Value {
+fn spread(cases: &[Fitted], c: &Constants, pick: fn(&Prediction, &Measured) -> Option<(f64, f64)>) -> Value {
     let mut ratios: Vec<f64> = cases
         .iter()
         .filter_map(|(_, case, m)| pick(&case.predict(c)?, m))
@@ -347,7 +346,7 @@ fn planned() -> Vec<Planned> {
 #[test]
 #[ignore = "fits and rewrites data/performance.json; run by scripts/perf/calibrate.sh"]
 fn calibrate() {
-    let mut by_engine: BTreeMap<String, Vec<(String, Case, Measured)>> = BTreeMap::new();
+    let mut by_engine: BTreeMap<String, Vec<Fitted>> = BTreeMap::new();
     for p in planned() {
         if held_out(&p.id) {
             continue;
@@ -360,31 +359,30 @@ fn calibrate() {
         }
     }
     let mut sets = Vec::new();
-    let set =
-        |engine: &str, device: Option<&str>, dtype: Option<&str>, cases: &[(String, Case, Measured)], c: Constants| {
-            json!({
-                "engine": engine,
-                "device": device,
-                "dtype": dtype,
-                "constants": {
-                    "memory_efficiency": c.memory_efficiency,
-                    "compute_efficiency": c.compute_efficiency,
-                    "link_efficiency": c.link_efficiency,
-                    "collective_latency_s": c.collective_latency_s,
-                    "step_overhead_s": c.step_overhead_s,
-                    "burst_share": c.burst_share,
-                    "request_overhead_s": c.request_overhead_s,
-                },
-                "residuals": {
-                    "output_tokens_per_s": spread(cases, &c, |p, m| Some((p.output_tokens_per_s, m.tokens_per_s?))),
-                    "tpot": spread(cases, &c, |p, m| Some((p.tpot_ms, m.tpot_ms?))),
-                    "ttft": spread(cases, &c, |p, m| Some((p.ttft_ms?, m.ttft_ms?))),
-                },
-                "fitted_on": cases.iter().map(|(id, ..)| id.clone()).collect::<Vec<_>>(),
-            })
-        };
+    let set = |engine: &str, device: Option<&str>, dtype: Option<&str>, cases: &[Fitted], c: Constants| {
+        json!({
+            "engine": engine,
+            "device": device,
+            "dtype": dtype,
+            "constants": {
+                "memory_efficiency": c.memory_efficiency,
+                "compute_efficiency": c.compute_efficiency,
+                "link_efficiency": c.link_efficiency,
+                "collective_latency_s": c.collective_latency_s,
+                "step_overhead_s": c.step_overhead_s,
+                "burst_share": c.burst_share,
+                "request_overhead_s": c.request_overhead_s,
+            },
+            "residuals": {
+                "output_tokens_per_s": spread(cases, &c, |p, m| Some((p.output_tokens_per_s, m.tokens_per_s?))),
+                "tpot": spread(cases, &c, |p, m| Some((p.tpot_ms, m.tpot_ms?))),
+                "ttft": spread(cases, &c, |p, m| Some((p.ttft_ms?, m.ttft_ms?))),
+            },
+            "fitted_on": cases.iter().map(|(id, ..)| id.clone()).collect::<Vec<_>>(),
+        })
+    };
     for (engine, cases) in &by_engine {
-        let mut keyed: BTreeMap<(String, String), Vec<(String, Case, Measured)>> = BTreeMap::new();
+        let mut keyed: BTreeMap<(String, String), Vec<Fitted>> = BTreeMap::new();
         for (id, case, m) in cases {
             let (_, device, dtype) = case.calibration_key();
             keyed
