@@ -157,6 +157,10 @@ pub(crate) struct Scheduler {
     pub step_tokens: u64,
     /// The KV pool, in tokens.
     pub pool_tokens: u64,
+    /// Prompt chunks ride in the decode steps (vLLM's chunked prefill), rather than in
+    /// prefill batches of their own that the decode waits for (SGLang without
+    /// `--enable-mixed-chunk`).
+    pub mixes_prefill: bool,
 }
 
 /// A latency a target bounds.

@@ -18,6 +18,9 @@ pub struct Constants {
     pub link_efficiency: f64,
     pub collective_latency_s: f64,
     pub step_overhead_s: f64,
+    /// What each layer adds to a step past its bytes and FLOPs: kernel launches and the gaps
+    /// between them, which CUDA graphs shorten but do not remove.
+    pub layer_overhead_s: f64,
     /// A closed loop's clients start together and their prompts arrive in waves: the share of
     /// that wave's prefill time (half of all the clients' prompts, on average) a request's
     /// TTFT carries beyond the steady state's. A property of how benchmarks start, not of
@@ -111,6 +114,7 @@ mod tests {
                 assert!(share > 0.0 && share <= 1.0, "{set:?}");
             }
             assert!(c.collective_latency_s >= 0.0 && c.step_overhead_s >= 0.0, "{set:?}");
+            assert!(c.layer_overhead_s >= 0.0, "{set:?}");
             assert!((0.0..=1.0).contains(&c.burst_share), "{set:?}");
             assert!(c.request_overhead_s >= 0.0, "{set:?}");
             assert!(!set.fitted_on.is_empty(), "{set:?}");

@@ -62,30 +62,52 @@ pub fn steady_state(
     let replicas = replicas.max(1) as f64;
     let step_tokens = scheduler.step_tokens.max(1) as f64;
     // The steady state at `batch` running requests: TPOT, the prompt's service time, E2E.
-    let serve = |batch: f64| {
-        let mixed = Batch {
-            decode: batch,
-            decode_context: isl + osl / 2.0,
-            prefill: batch * isl / osl,
-            prefill_keys: isl / 2.0,
-        };
-        let step = profile.time(mixed, hw, c);
-        // A new prompt waits half a step for the next, then takes its chunks' steps.
-        let chunk = (step_tokens - batch).max(1.0).min(isl);
-        let chunks = (isl / chunk).ceil();
-        let chunk_step = profile.time(
+    let decode_context = isl + osl / 2.0;
+    let step = |decode: f64, prefill: f64| {
+        profile.time(
             Batch {
-                decode: batch,
-                decode_context: isl + osl / 2.0,
-                prefill: chunk,
+                decode,
+                decode_context,
+                prefill,
                 prefill_keys: isl / 2.0,
             },
             hw,
             c,
-        );
-        let ttft = c.request_overhead_s + step.total / 2.0 + chunks * chunk_step.total;
-        let e2e = ttft + (osl - 1.0).max(0.0) * step.total;
-        (step, ttft, e2e)
+        )
+    };
+    // The steady state at `batch` running requests: the time between one output token and
+    // the next (with the prompts replacing finished requests, `batch × isl ÷ osl` tokens a
+    // step on average), the prompt's service time, the request's end to end.
+    let serve = |batch: f64| {
+        let prompts = batch * isl / osl;
+        let (tpot, decode_bound) = match scheduler.mixes_prefill {
+            true => {
+                let mixed = step(batch, prompts);
+                (mixed.total, mixed.bound())
+            }
+            // Prefill batches of their own, as full as the prompts waiting make them: a decode
+            // step, then its share of one.
+            false => {
+                let decode = step(batch, 0.0);
+                let prefill_batch = step_tokens.min(isl.max(prompts));
+                let prefill = step(0.0, prefill_batch);
+                (decode.total + prefill.total * prompts / prefill_batch, decode.bound())
+            }
+        };
+        // A new prompt waits half a step for the next, then takes its chunks' steps.
+        let room = match scheduler.mixes_prefill {
+            true => step_tokens - batch,
+            false => step_tokens,
+        };
+        let chunk = room.max(1.0).min(isl);
+        let chunks = (isl / chunk).ceil();
+        let chunk_step = match scheduler.mixes_prefill {
+            true => step(batch, chunk),
+            false => step(0.0, chunk),
+        };
+        let ttft = c.request_overhead_s + tpot / 2.0 + chunks * chunk_step.total;
+        let e2e = ttft + (osl - 1.0).max(0.0) * tpot;
+        (tpot, decode_bound, ttft, e2e)
     };
     let bound = |b: Bound| match b {
         Bound::MemoryBandwidth => Limit::MemoryBandwidth,
@@ -96,47 +118,36 @@ pub fn steady_state(
         Arrivals::Concurrency(clients) => {
             let clients = (clients as f64 / replicas).max(1.0);
             let batch = clients.min(capacity);
-            let (step, ttft, e2e) = serve(batch);
-            let throughput = batch / e2e;
+            let (tpot, decode_bound, ttft, e2e) = serve(batch);
             // Clients past the running batch queue for a slot: a closed loop's cycle is
             // clients ÷ throughput, of which the decode is the running part.
             let queued = clients > batch;
             let ttft = match queued {
-                true => clients / throughput - (osl - 1.0).max(0.0) * step.total,
+                true => clients / (batch / e2e) - (osl - 1.0).max(0.0) * tpot,
                 false => ttft,
             };
             // The clients' first prompts arrive at once: on average a request waits for half
             // of the wave's other prompts, prefilled at a full step's tokens a step.
-            let prefill_step = profile.time(
-                Batch {
-                    decode: 0.0,
-                    decode_context: 0.0,
-                    prefill: step_tokens,
-                    prefill_keys: isl / 2.0,
-                },
-                hw,
-                c,
-            );
-            let wave = (clients - 1.0) * isl / 2.0 / step_tokens * prefill_step.total;
+            let wave = (clients - 1.0) * isl / 2.0 / step_tokens * step(0.0, step_tokens).total;
             let ttft = ttft + c.burst_share * wave;
             Some(Outcome {
                 batch,
-                tpot_s: step.total,
+                tpot_s: tpot,
                 ttft_s: Some(ttft),
                 // Every client completes a request each end-to-end latency.
-                requests_per_s: clients / (ttft + (osl - 1.0).max(0.0) * step.total),
-                limited_by: if queued { capacity_limit } else { bound(step.bound()) },
+                requests_per_s: clients / (ttft + (osl - 1.0).max(0.0) * tpot),
+                limited_by: if queued { capacity_limit } else { bound(decode_bound) },
                 overloaded: false,
             })
         }
         Arrivals::RateMilli(_) => {
             let rate = workload.arrivals.rate().unwrap_or(0.0) / replicas;
-            let (full_step, _, full_e2e) = serve(capacity);
+            let (full_tpot, _, _, full_e2e) = serve(capacity);
             if rate * full_e2e >= capacity {
                 // More arrive than the replica completes at its largest batch.
                 return Some(Outcome {
                     batch: capacity,
-                    tpot_s: full_step.total,
+                    tpot_s: full_tpot,
                     ttft_s: None,
                     requests_per_s: capacity / full_e2e,
                     limited_by: capacity_limit,
@@ -144,24 +155,24 @@ pub fn steady_state(
                 });
             }
             // Little's law: the batch (a mean: under 1 when the replica idles between requests)
-            // is the rate times the time a request spends running;
-            // iterate to its fixed point (the step time grows with the batch).
+            // is the rate times the time a request spends running; iterate to its fixed point
+            // (the step time grows with the batch).
             let mut batch = 1.0f64.min(capacity);
             for _ in 0..64 {
-                let (_, _, e2e) = serve(batch);
+                let (.., e2e) = serve(batch);
                 let next = (rate * e2e).clamp(1e-6, capacity);
                 if (next - batch).abs() < 1e-6 {
                     break;
                 }
                 batch = next;
             }
-            let (step, ttft, _) = serve(batch);
+            let (tpot, decode_bound, ttft, _) = serve(batch);
             Some(Outcome {
                 batch,
-                tpot_s: step.total,
+                tpot_s: tpot,
                 ttft_s: Some(ttft),
                 requests_per_s: rate,
-                limited_by: bound(step.bound()),
+                limited_by: bound(decode_bound),
                 overloaded: false,
             })
         }
@@ -181,6 +192,7 @@ mod tests {
         max_running: 256,
         step_tokens: 8192,
         pool_tokens: 1_000_000,
+        mixes_prefill: true,
     };
 
     #[test]
@@ -195,6 +207,33 @@ mod tests {
         // Two replicas split the clients.
         let two = steady_state(&profile, hw, &c, ROOMY, &workload("isl=1000,osl=100,concurrency=4"), 2).expect("fits");
         assert_eq!(two.batch, 2.0);
+    }
+
+    #[test]
+    fn prefill_batches_of_their_own_hold_the_decode_up_for_their_share() {
+        let (profile, hw, c) = dense();
+        let apart = Scheduler {
+            mixes_prefill: false,
+            ..ROOMY
+        };
+        let w = workload("isl=1000,osl=100,concurrency=4");
+        let o = steady_state(&profile, hw, &c, apart, &w, 1).expect("fits");
+        // Four decodes a step, and the 40 prompt tokens a step needs as 40/1,000 of a
+        // 1,000-token prefill batch.
+        let at = |decode: f64, prefill: f64| {
+            let batch = Batch {
+                decode,
+                decode_context: 1050.0,
+                prefill,
+                prefill_keys: 500.0,
+            };
+            profile.time(batch, hw, &c).total
+        };
+        assert!((o.tpot_s - (at(4.0, 0.0) + at(0.0, 1000.0) * 0.04)).abs() < 1e-12, "{o:?}");
+        // Mixed into the decode steps, the prompts' FLOPs hide under the weights' reading.
+        let mixed = steady_state(&profile, hw, &c, ROOMY, &w, 1).expect("fits");
+        assert_eq!(mixed.tpot_s, at(4.0, 40.0));
+        assert!(mixed.tpot_s < o.tpot_s);
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl Profile {
             memory,
             compute,
             communication,
-            total: memory.max(compute) + communication + c.step_overhead_s,
+            total: memory.max(compute) + communication + c.step_overhead_s + self.layers as f64 * c.layer_overhead_s,
         }
     }
 }
@@ -198,6 +198,7 @@ pub(crate) mod tests {
             link_efficiency: 1.0,
             collective_latency_s: 0.0,
             step_overhead_s: 0.0,
+            layer_overhead_s: 0.0,
             burst_share: 0.0,
             request_overhead_s: 0.0,
         };

@@ -223,6 +223,7 @@ enum Param {
     MemoryEfficiency,
     ComputeEfficiency,
     StepOverhead,
+    LayerOverhead,
     CollectiveLatency,
     BurstShare,
     RequestOverhead,
@@ -234,18 +235,25 @@ impl Param {
         Param::MemoryEfficiency,
         Param::ComputeEfficiency,
         Param::StepOverhead,
+        Param::LayerOverhead,
         Param::CollectiveLatency,
         Param::BurstShare,
         Param::RequestOverhead,
     ];
     /// What a device's kernels achieve: refitted per device and type from the engine's.
-    const DEVICE: &[Param] = &[Param::MemoryEfficiency, Param::ComputeEfficiency, Param::StepOverhead];
+    const DEVICE: &[Param] = &[
+        Param::MemoryEfficiency,
+        Param::ComputeEfficiency,
+        Param::StepOverhead,
+        Param::LayerOverhead,
+    ];
 
     fn slot(self, c: &mut Constants) -> (&mut f64, f64, f64) {
         match self {
             Param::MemoryEfficiency => (&mut c.memory_efficiency, 0.05, 0.95),
             Param::ComputeEfficiency => (&mut c.compute_efficiency, 0.05, 0.95),
             Param::StepOverhead => (&mut c.step_overhead_s, 1e-5, 0.05),
+            Param::LayerOverhead => (&mut c.layer_overhead_s, 1e-7, 5e-4),
             Param::CollectiveLatency => (&mut c.collective_latency_s, 1e-7, 2e-4),
             Param::BurstShare => (&mut c.burst_share, 1e-3, 1.0),
             Param::RequestOverhead => (&mut c.request_overhead_s, 1e-4, 1.0),
@@ -259,7 +267,8 @@ const START: Constants = Constants {
     compute_efficiency: 0.5,
     link_efficiency: 0.7,
     collective_latency_s: 10e-6,
-    step_overhead_s: 2e-3,
+    step_overhead_s: 1e-3,
+    layer_overhead_s: 2e-5,
     burst_share: 0.1,
     request_overhead_s: 0.05,
 };
@@ -370,6 +379,7 @@ fn calibrate() {
                 "link_efficiency": c.link_efficiency,
                 "collective_latency_s": c.collective_latency_s,
                 "step_overhead_s": c.step_overhead_s,
+                "layer_overhead_s": c.layer_overhead_s,
                 "burst_share": c.burst_share,
                 "request_overhead_s": c.request_overhead_s,
             },

@@ -197,6 +197,9 @@ impl ServingEngine for Sglang {
             max_running: memory::max_running_requests(pool_tokens, context),
             step_tokens: chunked_prefill / options.data_parallel_degree(),
             pool_tokens,
+            // `--enable-mixed-chunk` is off by default (`arg_groups/fields/scheduler.py`): a
+            // prefill batch runs as a step of its own.
+            mixes_prefill: false,
         })
     }
 

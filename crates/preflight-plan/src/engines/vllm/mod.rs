@@ -210,7 +210,8 @@ impl ServingEngine for Vllm {
 
     /// `gpu_memory_utilization` of it.
     /// `max_num_seqs` and `max_num_batched_tokens` as vLLM defaults them for the device
-    /// (`Knobs::resolve`); the paging does not change them.
+    /// (`Knobs::resolve`); the paging does not change them. Chunked prefill mixes prompts
+    /// into the decode steps.
     fn scheduler(
         &self,
         options: &PlanOptions,
@@ -231,6 +232,9 @@ impl ServingEngine for Vllm {
             max_running: knobs.max_num_seqs,
             step_tokens: knobs.max_num_batched_tokens,
             pool_tokens,
+            // V1's scheduler fills each step's token budget with decodes first, then prompt
+            // chunks (`v1/core/sched/scheduler.py` `schedule`).
+            mixes_prefill: true,
         })
     }
 
