@@ -100,12 +100,14 @@ pub fn steady_state(
             false => step_tokens,
         };
         let chunk = room.max(1.0).min(isl);
-        let chunks = (isl / chunk).ceil();
-        let chunk_step = match scheduler.mixes_prefill {
-            true => step(batch, chunk),
-            false => step(0.0, chunk),
+        let chunk_step = |tokens: f64| match scheduler.mixes_prefill {
+            true => step(batch, tokens).total,
+            false => step(0.0, tokens).total,
         };
-        let ttft = c.request_overhead_s + tpot / 2.0 + chunks * chunk_step.total;
+        let full = (isl / chunk).floor();
+        let rest = isl - full * chunk;
+        let prompt = full * chunk_step(chunk) + if rest > 0.0 { chunk_step(rest) } else { 0.0 };
+        let ttft = c.request_overhead_s + tpot / 2.0 + prompt;
         let e2e = ttft + (osl - 1.0).max(0.0) * tpot;
         (tpot, decode_bound, ttft, e2e)
     };

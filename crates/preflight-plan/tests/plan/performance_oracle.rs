@@ -41,23 +41,21 @@ const DEVICES: &[(&str, &str)] = &[
     ("MI355X", "mi355x"),
 ];
 
-/// The measurement's model → the bundled fixture with its architecture (the precision measured
-/// is planned with `weights_dtype`). Fine-tunes and re-quantizations share their base's shapes.
-const MODELS: &[(&str, &str)] = &[
-    ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3"),
-    ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3"),
-    ("meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B"),
-    ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B"),
-    ("meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Llama-3.1-70B"),
-    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B"),
-    ("nvidia/Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B"),
-    ("Qwen/Qwen3-235B-A22B-FP8", "nvidia/Qwen3-235B-A22B-NVFP4"),
-    ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B-FP8-Static-PerTensor"),
-    ("mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-v0.1"),
-    (
-        "mistralai/Mixtral-8x7B-Instruct-v0.1 [mixtral-8x7b]",
-        "mistralai/Mixtral-8x7B-v0.1",
-    ),
+/// The measurement's model → the bundled fixture with its architecture, and the type the
+/// measured model is stored in where the fixture's differs (a row's own precision, where it
+/// states one, wins). Fine-tunes and re-quantizations share their base's shapes.
+const MODELS: &[(&str, &str, Option<&str>)] = &[
+    ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3", None),
+    ("deepseek-ai/DeepSeek-R1", "deepseek-ai/DeepSeek-V3", None),
+    ("meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B", None),
+    ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B", None),
+    ("meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Llama-3.1-70B", None),
+    ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B", None),
+    ("nvidia/Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B", Some("fp8")),
+    ("Qwen/Qwen3-235B-A22B-FP8", "nvidia/Qwen3-235B-A22B-NVFP4", Some("fp8")),
+    ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B-FP8-Static-PerTensor", Some("bf16")),
+    ("mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-v0.1", None),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1 [mixtral-8x7b]", "mistralai/Mixtral-8x7B-v0.1", None),
 ];
 
 /// Engines whose scheduling and memory preflight models.
@@ -119,10 +117,10 @@ fn mapping(r: &Value) -> Result<(&'static str, PlanOptions), String> {
         return Err("disaggregated serving not modelled".into());
     }
     let model = text("model");
-    let repo = MODELS
+    let (repo, stored) = MODELS
         .iter()
-        .find(|(m, _)| *m == model)
-        .map(|(_, repo)| *repo)
+        .find(|(m, ..)| *m == model)
+        .map(|(_, repo, stored)| (*repo, *stored))
         .ok_or_else(|| "no bundled fixture".to_owned())?;
     let device = DEVICES
         .iter()
@@ -160,7 +158,7 @@ fn mapping(r: &Value) -> Result<(&'static str, PlanOptions), String> {
         p if p == "fp4" => Some(if amd { "mxfp4" } else { "nvfp4" }),
         p if p.contains("16") => Some("bf16"),
         p if p == "uint4" => Some("int4"),
-        _ => None,
+        _ => stored,
     };
     let mut options = json!({
         "engine": engine,
