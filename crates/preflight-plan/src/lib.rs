@@ -19,6 +19,7 @@ pub mod options;
 pub mod performance;
 mod placement;
 pub mod quant;
+mod recommend;
 mod runtimes;
 mod safetensors;
 pub mod source;
@@ -76,6 +77,9 @@ pub fn plan_with_case<F: Borrow<ArtifactFacts>>(
     options: &PlanOptions,
 ) -> Result<(Verdict, Option<performance::Case>), OptionsError> {
     options.validate()?;
+    if options.recommends() {
+        return recommend::recommend(facts, options);
+    }
     let memory_options = options.asks_for_memory().then_some(options);
     let formats: Vec<Format> = facts.iter().map(|f| format_of(&f.borrow().content)).collect();
     let engine = memory::engine_for(options, &formats);
@@ -287,6 +291,7 @@ pub fn plan_with_case<F: Borrow<ArtifactFacts>>(
         staging: facts.iter().map(|f| f.borrow().staging.clone()).collect(),
         artifacts,
         performance: estimate_made.filter(|_| runs),
+        recommendations: Vec::new(),
         memory,
         require_engine,
         engines: releases(),

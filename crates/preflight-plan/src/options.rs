@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::devices;
 use crate::verdict::Engine;
-use crate::workload::{Slo, Workload};
+use crate::workload::{GpuPrices, Slo, Workload};
 
 /// Longest context accepted: llama.cpp holds contexts in 32 bits, and no model declares one
 /// within three orders of magnitude of it. It also keeps every byte product far from `u64`.
@@ -151,6 +151,10 @@ pub struct PlanOptions {
     /// tpot, e2e; the median unless a percentile is named, `ttft_p99=3s`). Needs `workload`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slo: Option<Slo>,
+    /// Dollars an hour per GPU type (`h100-80gb=2.5,h200=3.5`): recommendations add the cost
+    /// of a million output tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_price: Option<GpuPrices>,
     /// An engine the deployment needs (`vllm`, `sglang`, `llama_cpp`, `transformers`): the
     /// verdict's `require_engine.met` says whether every artifact runs on it (`yes` or
     /// `fallback`), and the CLI exits 4 when not. Not a memory option.
@@ -315,6 +319,12 @@ fn error(option: &'static str, message: impl Into<String>) -> OptionsError {
 }
 
 impl PlanOptions {
+    /// A workload on device types without counts asks for recommendations: every deployment
+    /// on them planned and ranked (`recommend.rs`).
+    pub fn recommends(&self) -> bool {
+        self.workload.is_some() && self.devices.as_ref().is_some_and(Devices::all_uncounted)
+    }
+
     /// Whether the caller asked for memory: any memory option given (`require_engine` is
     /// not one). `{}` plans as before, so existing verdicts (and their cache keys) are
     /// unchanged.
@@ -954,6 +964,23 @@ impl Devices {
             [group] if !group.counted => Some(group),
             _ => None,
         }
+    }
+
+    /// One group of these, `count` devices of it (a recommendation's candidate).
+    pub fn one(group: &DeviceGroup, count: u64) -> Devices {
+        Devices {
+            groups: vec![DeviceGroup {
+                count,
+                counted: true,
+                ..group.clone()
+            }],
+        }
+    }
+
+    /// Every group named without a count: with a workload, the device types to recommend
+    /// deployments on.
+    pub fn all_uncounted(&self) -> bool {
+        self.groups.iter().all(|g| !g.counted)
     }
 
     /// These devices with `count` of each group (the planner's choice for an open count).

@@ -26,6 +26,11 @@ pub struct Verdict {
     /// estimate (else a `performance.unavailable` finding says why).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub performance: Option<Performance>,
+    /// With a workload on device types without counts: every deployment tried, best first
+    /// (meeting the targets, fewest GPUs, most tokens a second per GPU); the rest of the
+    /// verdict is the first one's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recommendations: Vec<Recommendation>,
     /// Per artifact, in artifact order.
     pub staging: Vec<StagingStats>,
     /// Present when the options require an engine (`require_engine`).
@@ -710,6 +715,34 @@ pub struct Performance {
     /// Every target met; null without targets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meets_slo: Option<bool>,
+}
+
+/// One deployment a recommendation tried.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recommendation {
+    /// One copy's devices, `NAME:COUNT`.
+    pub devices: String,
+    pub gpus: u64,
+    /// Copies an open loop's rate is spread over (1 for a closed loop).
+    pub replicas: u64,
+    /// `gpus × replicas`.
+    pub total_gpus: u64,
+    pub tensor_parallel: u64,
+    pub data_parallel: u64,
+    pub expert_parallel: bool,
+    /// Admissible, fits the devices and the engine runs it there.
+    pub fits: bool,
+    /// Fits, has an estimate, meets every target and is not overloaded.
+    pub meets: bool,
+    /// Every copy together.
+    pub output_tokens_per_s: Option<f64>,
+    pub output_tokens_per_s_per_gpu: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub tpot_ms: Option<f64>,
+    /// With `gpu_price`: dollars for a million output tokens at the estimate.
+    pub cost_per_million_output_tokens: Option<f64>,
+    /// Why it does not meet: the first thing that fails.
+    pub rejected: Option<String>,
 }
 
 /// What bounds the estimated throughput.

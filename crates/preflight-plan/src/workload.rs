@@ -374,6 +374,22 @@ mod tests {
     }
 
     #[test]
+    fn prices_name_catalogued_gpus_in_dollars_an_hour() {
+        let p: GpuPrices = "h200=3.5,h100-80gb-sxm=$2.49".parse().expect("valid");
+        assert_eq!(p.to_string(), "h100-80gb=2.49,h200=3.5");
+        let h200 = crate::devices::find("h200").expect("h200");
+        assert_eq!(p.per_hour(h200), Some(3.5));
+        for (text, want) in [
+            ("warp=1", "not a catalogued"),
+            ("h200=0", "above 0"),
+            ("h200=1,h200=2", "twice"),
+        ] {
+            let err = text.parse::<GpuPrices>().expect_err(text);
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
     fn targets_say_what_is_wrong_with_them() {
         let cases = [
             ("ttft=2", "needs a unit"),
@@ -387,5 +403,75 @@ mod tests {
             let err = text.parse::<Slo>().expect_err(text);
             assert!(err.contains(want), "{text}: {err}");
         }
+    }
+}
+
+/// Dollars an hour for one GPU of each type (`h100-80gb=2.5,h200=3.5`), to cost a
+/// recommendation; held in thousandths of a cent so options hash exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct GpuPrices {
+    prices: Vec<(String, u64)>,
+}
+
+impl GpuPrices {
+    /// Dollars an hour for one GPU named `device` (or one of its names), if priced.
+    pub fn per_hour(&self, device: &crate::devices::Device) -> Option<f64> {
+        self.prices
+            .iter()
+            .find(|(name, _)| *name == device.name || device.aliases.iter().any(|a| a == name))
+            .map(|(_, milli_cents)| *milli_cents as f64 / 100_000.0)
+    }
+}
+
+impl FromStr for GpuPrices {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut prices: Vec<(String, u64)> = Vec::new();
+        for (name, value) in pairs(s, "price list")? {
+            let name = name.to_ascii_lowercase();
+            let device = crate::devices::find(&name)
+                .ok_or_else(|| format!("`{name}` is not a catalogued device (the prices are per GPU type)"))?;
+            let dollars: f64 = value
+                .trim_start_matches('$')
+                .parse()
+                .ok()
+                .filter(|d: &f64| d.is_finite() && *d > 0.0 && *d < 1e6)
+                .ok_or_else(|| format!("{name}: `{value}` is not dollars an hour above 0"))?;
+            if prices.iter().any(|(n, _)| *n == device.name) {
+                return Err(format!("{name} is priced twice"));
+            }
+            prices.push((device.name.clone(), (dollars * 100_000.0).round() as u64));
+        }
+        prices.sort();
+        Ok(GpuPrices { prices })
+    }
+}
+
+impl fmt::Display for GpuPrices {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, milli_cents)) in self.prices.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            // Whole thousandths of a cent: five decimals of a dollar at most.
+            let dollars = format!("{:.5}", *milli_cents as f64 / 100_000.0);
+            write!(f, "{sep}{name}={}", dollars.trim_end_matches('0').trim_end_matches('.'))?;
+        }
+        Ok(())
+    }
+}
+
+impl TryFrom<String> for GpuPrices {
+    type Error = crate::options::OptionsError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse().map_err(|message| crate::options::OptionsError {
+            option: "gpu_price",
+            message,
+        })
+    }
+}
+
+impl From<GpuPrices> for String {
+    fn from(p: GpuPrices) -> String {
+        p.to_string()
     }
 }

@@ -372,6 +372,11 @@ fn plan(
 fn verdict_exit(verdict: &preflight_plan::Verdict) -> u8 {
     let fits = verdict.memory.as_ref().and_then(|m| m.fits);
     let engine_met = verdict.require_engine.as_ref().is_none_or(|r| r.met);
+    // Recommendations: the verdict is the best deployment's, and none meeting is not fitting.
+    let fits = match verdict.recommendations.is_empty() {
+        true => fits,
+        false => Some(verdict.recommendations.iter().any(|r| r.meets)),
+    };
     match (verdict.admissible, fits, engine_met) {
         (false, _, _) => EXIT_INADMISSIBLE,
         (true, Some(false), _) | (true, _, false) => EXIT_DOES_NOT_FIT,

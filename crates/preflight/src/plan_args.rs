@@ -123,6 +123,11 @@ pub struct MemoryArgs {
     /// median unless a percentile is named: ttft=2s,tpot=50ms,ttft_p99=4s. Needs --workload.
     #[arg(long, value_name = "TARGETS", value_parser = parse_slo, help_heading = "Performance")]
     pub slo: Option<preflight_plan::workload::Slo>,
+    /// Dollars an hour per GPU type, to cost recommendations: h100-80gb=2.5,h200=3.5.
+    /// (Recommendations: --workload on --devices named without counts, e.g. --devices
+    /// h100-80gb,h200,b200, plans every deployment of 1, 2, 4 or 8 of each and ranks them.)
+    #[arg(long, value_name = "PRICES", value_parser = parse_prices, help_heading = "Performance")]
+    pub gpu_price: Option<preflight_plan::workload::GpuPrices>,
     /// Exit 4 unless every source runs on this engine (`yes` or `fallback` in its runtime
     /// verdict, on --devices when named): vllm, sglang, llama.cpp or transformers.
     #[arg(long, value_name = "ENGINE", value_parser = parse_engine, help_heading = "Engines")]
@@ -153,6 +158,13 @@ fn parse_workload(s: &str) -> Result<preflight_plan::workload::Workload, Options
 
 fn parse_slo(s: &str) -> Result<preflight_plan::workload::Slo, OptionsError> {
     s.parse().map_err(|message| OptionsError { option: "slo", message })
+}
+
+fn parse_prices(s: &str) -> Result<preflight_plan::workload::GpuPrices, OptionsError> {
+    s.parse().map_err(|message| OptionsError {
+        option: "gpu_price",
+        message,
+    })
 }
 
 fn parse_engine(s: &str) -> Result<preflight_plan::Engine, String> {
@@ -239,6 +251,7 @@ impl MemoryArgs {
             swa_full: self.swa_full,
             workload: self.workload,
             slo: self.slo.clone(),
+            gpu_price: self.gpu_price.clone(),
             require_engine: self.require_engine,
         };
         options.validate()?;

@@ -73,6 +73,10 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
     {
         out.push_str("\nMEMORY  unknown for the system: see the memory.unavailable finding(s)\n");
     }
+    if !v.recommendations.is_empty() {
+        out.push('\n');
+        recommendations(&mut out, &v.recommendations, paint);
+    }
     if let Some(p) = &v.performance {
         out.push('\n');
         performance(&mut out, p, paint);
@@ -85,6 +89,46 @@ pub fn verdict(v: &Verdict, paint: Paint) -> String {
         out.push_str("\nPERFORMANCE  no estimate: see the performance.unavailable finding\n");
     }
     out
+}
+
+/// Every deployment a recommendation tried, best first; the verdict above is the first's.
+fn recommendations(out: &mut String, all: &[preflight_plan::Recommendation], paint: Paint) {
+    let meeting = all.iter().filter(|r| r.meets).count();
+    let _ = writeln!(
+        out,
+        "RECOMMENDATIONS (estimates)  {meeting} of {} deployments meet the targets; the plan above is the first",
+        all.len()
+    );
+    for r in all {
+        let layout = format!(
+            "{}{}{}{}",
+            r.devices,
+            if r.replicas > 1 {
+                format!(" × {} copies", r.replicas)
+            } else {
+                String::new()
+            },
+            format_args!(" · TP {}", r.tensor_parallel),
+            if r.expert_parallel { " · EP" } else { "" }
+        );
+        let figures = match (r.output_tokens_per_s, r.tpot_ms) {
+            (Some(tokens), Some(tpot)) => format!(
+                "{} tok/s ({} a GPU) · TTFT {} · TPOT {tpot:.1} ms{}",
+                thousands(tokens.round() as u64),
+                thousands(r.output_tokens_per_s_per_gpu.unwrap_or(0.0).round() as u64),
+                r.ttft_ms.map_or("unbounded".to_owned(), |t| format!(
+                    "{} ms",
+                    thousands(t.round() as u64)
+                )),
+                r.cost_per_million_output_tokens
+                    .map_or(String::new(), |c| format!(" · ${c:.2} a million tokens"))
+            ),
+            _ => String::new(),
+        };
+        let mark = if r.meets { paint.green("meets") } else { paint.red("no") };
+        let why = r.rejected.as_deref().map_or(String::new(), |w| format!(" — {w}"));
+        let _ = writeln!(out, "  {mark:<5}  {layout:<34} {figures}{why}");
+    }
 }
 
 /// The performance block: every figure an estimate, with its range.

@@ -231,7 +231,10 @@ mod tests {
             };
             profile.time(batch, hw, &c).total
         };
-        assert!((o.tpot_s - (at(4.0, 0.0) + at(0.0, 1000.0) * 0.04)).abs() < 1e-12, "{o:?}");
+        assert!(
+            (o.tpot_s - (at(4.0, 0.0) + at(0.0, 1000.0) * 0.04)).abs() < 1e-12,
+            "{o:?}"
+        );
         // Mixed into the decode steps, the prompts' FLOPs hide under the weights' reading.
         let mixed = steady_state(&profile, hw, &c, ROOMY, &w, 1).expect("fits");
         assert_eq!(mixed.tpot_s, at(4.0, 40.0));

@@ -29,6 +29,7 @@ mod performance_oracle;
 mod properties;
 mod quant;
 mod qwen2_moe;
+mod recommend;
 mod release_day;
 mod rope;
 mod runtimes;

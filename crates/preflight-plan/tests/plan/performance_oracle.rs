@@ -51,11 +51,19 @@ const MODELS: &[(&str, &str, Option<&str>)] = &[
     ("meta-llama/Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B", None),
     ("meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Llama-3.1-70B", None),
     ("meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B", None),
-    ("nvidia/Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B", Some("fp8")),
+    (
+        "nvidia/Llama-3.1-8B-Instruct-FP8",
+        "meta-llama/Llama-3.1-8B",
+        Some("fp8"),
+    ),
     ("Qwen/Qwen3-235B-A22B-FP8", "nvidia/Qwen3-235B-A22B-NVFP4", Some("fp8")),
     ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B-FP8-Static-PerTensor", Some("bf16")),
     ("mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-v0.1", None),
-    ("mistralai/Mixtral-8x7B-Instruct-v0.1 [mixtral-8x7b]", "mistralai/Mixtral-8x7B-v0.1", None),
+    (
+        "mistralai/Mixtral-8x7B-Instruct-v0.1 [mixtral-8x7b]",
+        "mistralai/Mixtral-8x7B-v0.1",
+        None,
+    ),
 ];
 
 /// Engines whose scheduling and memory preflight models.

@@ -135,3 +135,34 @@ fn bad_workloads_and_targets_are_bad_usage() {
         assert_eq!(v["error"]["code"], "invalid_options", "{args:?}: {v}");
     }
 }
+
+#[test]
+fn device_types_without_counts_are_recommended_and_none_meeting_exits_4() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("Qwen/Qwen3-8B", dir.path());
+    let run = |slo: &str| {
+        preflight(&[
+            "plan",
+            repo.to_str().expect("utf8"),
+            "--devices",
+            "l4,h100-80gb",
+            "--workload",
+            "isl=1024,osl=256,concurrency=8",
+            "--slo",
+            slo,
+            "--gpu-price",
+            "l4=0.8,h100-80gb=2.5",
+        ])
+    };
+    let out = run("tpot=1s");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("RECOMMENDATIONS (estimates)  8 of 8 deployments meet the targets"),
+        "{text}"
+    );
+    assert!(text.contains("a million tokens"), "{text}");
+    let out = run("ttft=1us");
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("misses ttft=0.001ms"));
+}
