@@ -24,10 +24,7 @@ const MAX_REPLICAS: u64 = 64;
 type Planned = (Verdict, Option<Case>);
 
 /// The verdict for the best deployment, with every candidate ranked in `recommendations`.
-pub(crate) fn recommend<F: Borrow<ArtifactFacts>>(
-    facts: &[F],
-    options: &PlanOptions,
-) -> Result<Planned, OptionsError> {
+pub(crate) fn recommend<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOptions) -> Result<Planned, OptionsError> {
     let (Some(devices), Some(workload)) = (options.devices.as_ref(), options.workload) else {
         return crate::plan_with_case(facts, options);
     };
