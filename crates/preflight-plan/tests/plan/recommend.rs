@@ -96,3 +96,99 @@ fn the_deepseek_v3_recommendation_is_documented() {
     assert!(v.recommendations.first().is_some_and(|r| r.meets), "{out}");
     crate::support::doc_section_in("performance.md", "deepseek-v3-recommendation", &out, "recommend");
 }
+
+/// docs/performance.md's worked example: Llama-3.1-70B in FP8 on one node of H100, H200 or
+/// B200 (TP 8), isl 1,024 and osl 1,024, 1 to 256 clients — throughput a GPU against each
+/// user's decode speed, as a table and an SVG plot (`docs/performance-llama-70b.svg`).
+#[test]
+fn the_llama_70b_example_is_documented() {
+    const DEVICES: &[(&str, &str)] = &[("h100-80gb", "#1f77b4"), ("h200", "#ff7f0e"), ("b200", "#2ca02c")];
+    const CLIENTS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256];
+    let mut table = String::from(
+        "| GPU | clients | output tok/s a GPU | tok/s a user (1000 ÷ TPOT) | TTFT ms | TPOT ms | limited by |\n|---|---|---|---|---|---|---|\n",
+    );
+    let mut series: Vec<(&str, &str, Vec<(f64, f64)>)> = Vec::new();
+    for &(device, colour) in DEVICES {
+        let mut points = Vec::new();
+        for &clients in CLIENTS {
+            let json = format!(
+                r#"{{"devices": "{device}:8", "weights_dtype": "fp8", "context": 2048, "workload": "isl=1024,osl=1024,concurrency={clients}"}}"#
+            );
+            let v = plan_with(&["meta-llama/Llama-3.1-70B"], &json);
+            let p = v.performance.expect("an estimate");
+            let per_user = 1000.0 / p.tpot_ms;
+            points.push((per_user, p.output_tokens_per_s_per_gpu));
+            table.push_str(&format!(
+                "| {device} | {clients} | {:.0} | {per_user:.1} | {:.0} | {:.1} | {} |\n",
+                p.output_tokens_per_s_per_gpu,
+                p.ttft_ms.unwrap_or(f64::NAN),
+                p.tpot_ms,
+                serde_json::to_value(p.limited_by)
+                    .expect("json")
+                    .as_str()
+                    .unwrap_or_default(),
+            ));
+        }
+        series.push((device, colour, points));
+    }
+    crate::support::doc_section_in("performance.md", "llama-70b-example", &table, "recommend");
+    // The plot: x the user's tokens a second, y the GPU's, one line a device.
+    let (w, h, m) = (640.0, 400.0, 60.0);
+    let x_max = series.iter().flat_map(|s| &s.2).map(|p| p.0).fold(0.0, f64::max) * 1.05;
+    let y_max = series.iter().flat_map(|s| &s.2).map(|p| p.1).fold(0.0, f64::max) * 1.05;
+    let at = |(x, y): (f64, f64)| (m + x / x_max * (w - 1.5 * m), h - m - y / y_max * (h - 1.5 * m));
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+         <rect width=\"{w}\" height=\"{h}\" fill=\"white\"/>\n\
+         <text x=\"{}\" y=\"20\" text-anchor=\"middle\">Llama-3.1-70B FP8, TP 8, isl 1k / osl 1k, 1-256 clients (preflight estimate)</text>\n\
+         <line x1=\"{m}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n<line x1=\"{m}\" y1=\"{}\" x2=\"{m}\" y2=\"{}\" stroke=\"black\"/>\n\
+         <text x=\"{}\" y=\"{}\" text-anchor=\"middle\">output tokens/s a user (1000 / TPOT ms)</text>\n\
+         <text x=\"15\" y=\"{}\" transform=\"rotate(-90 15 {})\" text-anchor=\"middle\">output tokens/s a GPU</text>\n",
+        w / 2.0,
+        h - m,
+        w - m / 2.0,
+        h - m,
+        h - m,
+        m / 2.0,
+        w / 2.0,
+        h - m / 3.0,
+        h / 2.0,
+        h / 2.0,
+    );
+    for i in 0..=4 {
+        let (x, y) = (x_max * i as f64 / 4.0, y_max * i as f64 / 4.0);
+        let (px, _) = at((x, 0.0));
+        let (_, py) = at((0.0, y));
+        svg.push_str(&format!(
+            "<text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{x:.0}</text>\n<text x=\"{:.1}\" y=\"{py:.1}\" text-anchor=\"end\">{y:.0}</text>\n",
+            h - m + 16.0,
+            m - 6.0
+        ));
+    }
+    for (i, (device, colour, points)) in series.iter().enumerate() {
+        let path: Vec<String> = points
+            .iter()
+            .map(|&p| {
+                let (x, y) = at(p);
+                format!("{x:.1},{y:.1}")
+            })
+            .collect();
+        svg.push_str(&format!(
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\" points=\"{}\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{device}</text>\n",
+            path.join(" "),
+            w - 1.4 * m,
+            m + 16.0 * i as f64,
+        ));
+    }
+    svg.push_str("</svg>\n");
+    let path = crate::support::fixtures().join("../docs/performance-llama-70b.svg");
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    if std::env::var_os("UPDATE_DOCS").is_some() && have != svg {
+        std::fs::write(&path, &svg).expect("write the plot");
+        return;
+    }
+    assert!(
+        have == svg,
+        "docs/performance-llama-70b.svg is stale: run UPDATE_DOCS=1 cargo test -p preflight-plan --test plan recommend"
+    );
+}
