@@ -5,6 +5,7 @@
 
 pub mod config;
 mod config_keys;
+mod counts;
 pub mod devices;
 mod engines;
 pub mod families;

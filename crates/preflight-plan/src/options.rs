@@ -11,17 +11,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::counts::{MAX_CONTEXT, MAX_SEQUENCES, tokens};
 use crate::devices;
 use crate::verdict::Engine;
 use crate::workload::{GpuPrices, Slo, Workload};
-
-/// Longest context accepted: llama.cpp holds contexts in 32 bits, and no model declares one
-/// within three orders of magnitude of it. It also keeps every byte product far from `u64`.
-pub const MAX_CONTEXT: u64 = 1 << 32;
-
-/// Most concurrent sequences accepted: three orders of magnitude past vLLM's default
-/// `max_num_seqs` (256–1024), while products with per-token bytes stay far from overflow.
-pub const MAX_SEQUENCES: u64 = 1 << 20;
 
 /// Most devices (and tensor-parallel degree) accepted: an order of magnitude past the largest
 /// scale-up domain sold (72 GPUs in an NVL72 rack). It bounds the `per_device` list.
@@ -250,24 +243,6 @@ impl fmt::Display for MemoryEngine {
     }
 }
 
-/// `mem_fraction_static` is a [`Fraction`] whose error names its own option.
-/// A token count as people type it: `32768`, `32k`, `128K`, `1M`. Context windows are
-/// powers of two, so k is 1,024 (Qwen3's "32K" is 32,768 tokens, Llama 3.1's "128K"
-/// 131,072). The CLI's `--context` and the API's `"context"` read it alike.
-pub fn tokens(s: &str) -> Result<u64, String> {
-    let text = s.trim();
-    let (digits, scale) = match text.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&text[..i], 1 << 10),
-        Some((i, 'm' | 'M')) => (&text[..i], 1 << 20),
-        _ => (text, 1),
-    };
-    digits
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("`{s}` is not a token count: a whole number, or with k or M (32k, 128K, 1M)"))
-}
-
 /// `context` in JSON: a number, or a string [`tokens`] reads.
 fn token_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
     #[derive(Deserialize)]
@@ -284,6 +259,7 @@ fn token_count<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
     }
 }
 
+/// `mem_fraction_static` is a [`Fraction`] whose error names its own option.
 fn mem_fraction_static<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Fraction>, D::Error> {
     let value = f64::deserialize(deserializer)?;
     Fraction::try_from(value)

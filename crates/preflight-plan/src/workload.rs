@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::options::{MAX_CONTEXT, MAX_SEQUENCES, tokens};
+use crate::counts::{MAX_CONTEXT, MAX_SEQUENCES, tokens};
 
 /// Highest request rate accepted, requests a second: past any single deployment's capacity by
 /// orders of magnitude, and it keeps every product of rates and token counts far from overflow.
@@ -133,12 +133,9 @@ impl fmt::Display for Workload {
 }
 
 impl TryFrom<String> for Workload {
-    type Error = crate::options::OptionsError;
+    type Error = String;
     fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse().map_err(|message| crate::options::OptionsError {
-            option: "workload",
-            message,
-        })
+        s.parse()
     }
 }
 
@@ -268,10 +265,9 @@ impl fmt::Display for Slo {
 }
 
 impl TryFrom<String> for Slo {
-    type Error = crate::options::OptionsError;
+    type Error = String;
     fn try_from(s: String) -> Result<Self, Self::Error> {
         s.parse()
-            .map_err(|message| crate::options::OptionsError { option: "slo", message })
     }
 }
 
@@ -461,12 +457,9 @@ impl fmt::Display for GpuPrices {
 }
 
 impl TryFrom<String> for GpuPrices {
-    type Error = crate::options::OptionsError;
+    type Error = String;
     fn try_from(s: String) -> Result<Self, Self::Error> {
-        s.parse().map_err(|message| crate::options::OptionsError {
-            option: "gpu_price",
-            message,
-        })
+        s.parse()
     }
 }
 

@@ -107,7 +107,9 @@ fn the_llama_70b_example_is_documented() {
     let mut table = String::from(
         "| GPU | clients | output tok/s a GPU | tok/s a user (1000 ÷ TPOT) | TTFT ms | TPOT ms | limited by |\n|---|---|---|---|---|---|---|\n",
     );
-    let mut series: Vec<(&str, &str, Vec<(f64, f64)>)> = Vec::new();
+    // Each device's name, colour and (tokens/s a user, tokens/s a GPU) points.
+    type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+    let mut series: Vec<Series> = Vec::new();
     for &(device, colour) in DEVICES {
         let mut points = Vec::new();
         for &clients in CLIENTS {
