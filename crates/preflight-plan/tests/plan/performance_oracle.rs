@@ -59,6 +59,7 @@ const MODELS: &[(&str, &str, Option<&str>)] = &[
     ("Qwen/Qwen3-235B-A22B-FP8", "nvidia/Qwen3-235B-A22B-NVFP4", Some("fp8")),
     ("Qwen/Qwen3-32B", "Qwen/Qwen3-32B-FP8-Static-PerTensor", Some("bf16")),
     ("mistralai/Mixtral-8x7B-v0.1", "mistralai/Mixtral-8x7B-v0.1", None),
+    ("openai/gpt-oss-120b", "openai/gpt-oss-120b", None),
     (
         "mistralai/Mixtral-8x7B-Instruct-v0.1 [mixtral-8x7b]",
         "mistralai/Mixtral-8x7B-v0.1",
