@@ -20,6 +20,9 @@ use crate::workload::{GpuPrices, Slo, Workload};
 /// scale-up domain sold (72 GPUs in an NVL72 rack). It bounds the `per_device` list.
 pub const MAX_DEVICES: u64 = 1024;
 
+/// Most device types a recommendation plans on: each costs up to eight full plans.
+pub const MAX_RECOMMENDED_TYPES: usize = 8;
+
 /// `gpu_utilization` is held in millionths so options hash and compare exactly.
 const PPM: u64 = 1_000_000;
 
@@ -371,6 +374,17 @@ impl PlanOptions {
             return Err(error(
                 "slo",
                 "latency targets are held against a workload: give workload too (isl=…,osl=…,concurrency=… or rate=…)",
+            ));
+        }
+        if let Some(devices) = self.devices.as_ref().filter(|_| self.recommends())
+            && devices.groups().len() > MAX_RECOMMENDED_TYPES
+        {
+            return Err(error(
+                "devices",
+                format!(
+                    "{} device types to recommend on: at most {MAX_RECOMMENDED_TYPES} (each is planned at 1, 2, 4 and 8 GPUs)",
+                    devices.groups().len()
+                ),
             ));
         }
         if self.workload.is_some() && self.devices.is_none() {

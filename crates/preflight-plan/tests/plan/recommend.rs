@@ -36,6 +36,18 @@ fn deployments_are_ranked_meeting_first_and_fewest_gpus_first() {
     assert!((first.cost_per_million_output_tokens.expect("priced") - want).abs() < 1e-9);
 }
 
+/// Each type is planned up to eight times: a list past eight types is refused, not ground through.
+#[test]
+fn too_many_device_types_are_refused_before_any_plan() {
+    let options: preflight_plan::PlanOptions = serde_json::from_str(
+        r#"{"devices": "h100-80gb,h100-pcie,h200,b200,a100-80gb,l40s,l4,mi300x,rtx-4090", "workload": "isl=1k,osl=1k,rate=1"}"#,
+    )
+    .expect("parses");
+    let err = options.validate().expect_err("nine types");
+    assert_eq!(err.option, "devices");
+    assert!(err.message.contains("at most 8"), "{err}");
+}
+
 #[test]
 fn a_target_no_deployment_meets_leaves_each_with_its_reason() {
     let v = plan_with(
