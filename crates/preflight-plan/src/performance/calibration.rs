@@ -1,6 +1,6 @@
 //! The calibrated constants: what physics does not give — the fraction of a device's peak
 //! bandwidth, FLOPs and links an engine's kernels achieve, and its fixed cost a step. Fitted by
-//! `scripts/perf/calibrate.py` on `oracles/perf/serving-measurements.jsonl.gz` (training rows
+//! `scripts/perf/calibrate.sh` on `oracles/perf/serving-measurements.jsonl.gz` (training rows
 //! only) and compiled in from `data/performance.json`, each set with the rows it was fitted on
 //! and its residuals on them (which give every estimate its range). The only fitted numbers in
 //! preflight: memory is modelled from the engines' source, never fitted.
@@ -15,6 +15,12 @@ use serde::Deserialize;
 pub struct Constants {
     pub memory_efficiency: f64,
     pub compute_efficiency: f64,
+    /// The routed experts' share of peak FLOPs: grouped GEMMs of a few hundred tokens an
+    /// expert, with their routing, gather and scatter, run well below a dense GEMM's.
+    pub expert_compute_efficiency: f64,
+    /// Of the scale-up link's bandwidth, against the bytes a ring all-reduce sends
+    /// (`2 (n − 1)/n` of the activations): above 1 where the switch reduces (NVLink SHARP,
+    /// which NCCL uses on NVSwitch systems) and each byte crosses the link once.
     pub link_efficiency: f64,
     pub collective_latency_s: f64,
     pub step_overhead_s: f64,
@@ -110,9 +116,11 @@ mod tests {
         assert!(!SETS.is_empty());
         for set in SETS.iter() {
             let c = set.constants;
-            for share in [c.memory_efficiency, c.compute_efficiency, c.link_efficiency] {
+            for share in [c.memory_efficiency, c.compute_efficiency, c.expert_compute_efficiency] {
                 assert!(share > 0.0 && share <= 1.0, "{set:?}");
             }
+            // A ring sends 2 (n − 1)/n of the data; an in-switch reduction no less than once.
+            assert!(c.link_efficiency > 0.0 && c.link_efficiency <= 2.0, "{set:?}");
             assert!(c.collective_latency_s >= 0.0 && c.step_overhead_s >= 0.0, "{set:?}");
             assert!(c.layer_overhead_s >= 0.0, "{set:?}");
             assert!((0.0..=1.0).contains(&c.burst_share), "{set:?}");

@@ -99,6 +99,11 @@ fn profile(inputs: &Inputs, options: &PlanOptions, engine: &dyn ServingEngine) -
         false => parameters.by_component.get(&Component::Embedding).copied().unwrap_or(0),
     };
     let active = parameters.active_per_token.unwrap_or(parameters.total);
+    // A token runs k of a layer's E routed experts.
+    let expert_flops = model.moe.as_ref().map_or(0.0, |m| {
+        let routed = parameters.by_component.get(&Component::Experts).copied().unwrap_or(0) as f64;
+        2.0 * routed * m.active.min(m.experts) as f64 / m.experts.max(1) as f64
+    });
     Some(Profile {
         layers: model.layers.len() as u64,
         hidden: model.hidden,
@@ -109,6 +114,7 @@ fn profile(inputs: &Inputs, options: &PlanOptions, engine: &dyn ServingEngine) -
             (model.layers.len() as u64).saturating_sub(m.dense_layers.len() as u64)
         }),
         linear_flops: 2.0 * active.saturating_sub(embedding_params) as f64,
+        expert_flops,
         attention: attention_per_key(model),
         kv,
         state_bytes,

@@ -29,6 +29,9 @@ pub struct Profile {
     pub moe_layers: u64,
     /// FLOPs of one token through the linear layers of the whole model: 2 × active parameters.
     pub linear_flops: f64,
+    /// Of those, the FLOPs through the routed experts it is sent to (2 × routed parameters ×
+    /// k/E): grouped expert GEMMs run at a fraction of peak of their own.
+    pub expert_flops: f64,
     /// Attention FLOPs one token spends per key it attends to, per window (`None`: every key).
     pub attention: Vec<(f64, Option<u64>)>,
     /// KV bytes one rank reads per context token of one sequence, per window.
@@ -82,6 +85,19 @@ impl StepTime {
     }
 }
 
+/// What one step asks of one rank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Costs {
+    /// Bytes read from device memory: weights and cache.
+    pub read: f64,
+    /// FLOPs outside the routed experts (dense linears and attention).
+    pub flops: f64,
+    /// FLOPs in the routed experts.
+    pub expert_flops: f64,
+    /// Bytes sent to other ranks.
+    pub sent: f64,
+}
+
 /// Bytes a bf16 activation element takes on the wire.
 const ACTIVATION_BYTES: f64 = 2.0;
 
@@ -96,7 +112,7 @@ impl Profile {
     }
 
     /// Per-rank bytes read, FLOPs and bytes sent by a step of `batch`.
-    pub fn costs(&self, batch: Batch) -> (f64, f64, f64) {
+    pub fn costs(&self, batch: Batch) -> Costs {
         let tokens = batch.decode + batch.prefill;
         let weights = self.fixed_weight_bytes + self.expert_weight_bytes * self.touched(tokens);
         let capped = |keys: f64, window: Option<u64>| window.map_or(keys, |w| keys.min(w as f64));
@@ -114,10 +130,11 @@ impl Profile {
                 .sum()
         };
         let tp = self.tensor_parallel.max(1) as f64;
-        let flops = (tokens * self.linear_flops
+        let flops = (tokens * (self.linear_flops - self.expert_flops)
             + batch.decode * attention(batch.decode_context)
             + batch.prefill * attention(batch.prefill_keys))
             / tp;
+        let expert_flops = tokens * self.expert_flops / tp;
         // Two all-reduces a layer (after attention and after the MLP) over the TP group, a
         // ring's 2 (n − 1)/n of the activations each; expert parallelism's dispatch and
         // combine send each token's hidden state to its k experts' ranks.
@@ -133,7 +150,12 @@ impl Profile {
                     / n
                     / tp;
         }
-        (read, flops, sent)
+        Costs {
+            read,
+            flops,
+            expert_flops,
+            sent,
+        }
     }
 
     /// Collective operations a step runs (each costs a latency beside its bytes).
@@ -150,9 +172,15 @@ impl Profile {
 
     /// The step's time on `hw` at the calibrated fractions of its peaks.
     pub fn time(&self, batch: Batch, hw: Hardware, c: &Constants) -> StepTime {
-        let (read, flops, sent) = self.costs(batch);
+        let Costs {
+            read,
+            flops,
+            expert_flops,
+            sent,
+        } = self.costs(batch);
         let memory = read / (hw.bandwidth * c.memory_efficiency);
-        let compute = flops / (hw.flops * c.compute_efficiency);
+        let compute =
+            flops / (hw.flops * c.compute_efficiency) + expert_flops / (hw.flops * c.expert_compute_efficiency);
         let communication = match hw.link {
             Some(link) if sent > 0.0 => sent / (link * c.link_efficiency) + self.collectives() * c.collective_latency_s,
             _ => self.collectives() * c.collective_latency_s,
@@ -181,6 +209,7 @@ pub(crate) mod tests {
             experts: None,
             moe_layers: 0,
             linear_flops: 2e9,
+            expert_flops: 0.0,
             attention: vec![(1e4, None)],
             kv: vec![(1000.0, None)],
             state_bytes: 0.0,
@@ -195,6 +224,7 @@ pub(crate) mod tests {
         let c = Constants {
             memory_efficiency: 1.0,
             compute_efficiency: 1.0,
+            expert_compute_efficiency: 1.0,
             link_efficiency: 1.0,
             collective_latency_s: 0.0,
             step_overhead_s: 0.0,
@@ -215,8 +245,11 @@ pub(crate) mod tests {
             prefill_keys: 0.0,
         };
         // 1e9 + 10 × 100 × 1,000 bytes; 10 × (2e9 + 100 × 1e4) FLOPs.
-        let (read, flops, sent) = profile.costs(batch);
-        assert_eq!((read, flops, sent), (1.001e9, 2.001e10, 0.0));
+        let costs = profile.costs(batch);
+        assert_eq!(
+            (costs.read, costs.flops, costs.expert_flops, costs.sent),
+            (1.001e9, 2.001e10, 0.0, 0.0)
+        );
         let t = profile.time(batch, hw, &c);
         assert_eq!((t.memory, t.compute, t.total), (1.001e-3, 2.001e-4, 1.001e-3));
         assert_eq!(t.bound(), Bound::MemoryBandwidth);
@@ -249,12 +282,32 @@ pub(crate) mod tests {
                     prefill: 0.0,
                     prefill_keys: 0.0,
                 })
-                .0
+                .read
         };
         // One token: a quarter of the experts, 50 windowed tokens of cache.
         assert_eq!(step(1.0), 1e9 + 8e9 * 0.25 + 50_000.0);
         // Two: 1 − (3/4)² of them.
         assert_eq!(step(2.0), 1e9 + 8e9 * (1.0 - 0.75 * 0.75) + 100_000.0);
+    }
+
+    #[test]
+    fn routed_experts_compute_at_their_own_fraction_of_peak() {
+        let (mut profile, hw, mut c) = dense();
+        // Of a token's 2e9 linear FLOPs, 1.5e9 in the experts it routes to.
+        profile.experts = Some((8, 2));
+        profile.expert_flops = 1.5e9;
+        c.expert_compute_efficiency = 0.25;
+        let batch = Batch {
+            decode: 0.0,
+            decode_context: 0.0,
+            prefill: 1000.0,
+            prefill_keys: 0.0,
+        };
+        let costs = profile.costs(batch);
+        assert_eq!((costs.flops, costs.expert_flops), (0.5e12, 1.5e12));
+        // 0.5e12 at 1e14 FLOP/s, 1.5e12 at a quarter of it.
+        let t = profile.time(batch, hw, &c);
+        assert!((t.compute - (0.005 + 0.06)).abs() < 1e-12, "{t:?}");
     }
 
     #[test]
@@ -269,7 +322,7 @@ pub(crate) mod tests {
             prefill: 0.0,
             prefill_keys: 0.0,
         };
-        let (_, flops, sent) = profile.costs(batch);
+        let Costs { flops, sent, .. } = profile.costs(batch);
         assert_eq!(flops, 8.0 * 2e9 / 4.0);
         // Two all-reduces in each of 10 layers, 8 tokens × 1,000 × 2 bytes each, a ring's
         // 2 × 3/4 of them.
