@@ -7,13 +7,16 @@ mis-shaped KV projections), starts Chromium headless, and drives it over the Chr
 Protocol: a websocket to the page, spoken with Python's standard library only (no pip, no
 Node). Each case loads the page as a person would — types into the form and presses Enter, or
 opens a shareable URL — and asserts on what is rendered: the verdict, the memory bar, the
-cached marker on a repeat, findings blocking-first, and the service's errors (gated, not
-found, over capacity with Retry-After). Throughout, it records every request the page makes
+cached marker on a repeat, findings blocking-first, the service's errors (gated, not
+found, over capacity with Retry-After), and a workload with latency targets: the deployments
+ranked on device types, the performance estimate with its range, and a bad workload's 400
+beside its field. Throughout, it records every request the page makes
 and every script exception or console error: a request to another origin, or a Content-
 Security-Policy violation, fails the run.
 
 With `--screenshots DIR` it also writes the three states of docs/ (admissible, inadmissible,
-error) with Chromium's own `--screenshot`, at the height the page actually takes.
+error) with Chromium's own `--screenshot`, at the height the page actually takes, and the
+ranked deployments with the estimate under them, clipped to those two cards over CDP.
 
 Every wait is bounded; the exit status is non-zero on any failure; the last line reads
 `browser: N passed, M failed`.
@@ -406,6 +409,7 @@ class Suite:
     def __init__(self, page: Page, public: str, local: str, hub: str, checkpoint: Path):
         self.page, self.public, self.local, self.hub, self.checkpoint = page, public, local, hub, checkpoint
         self.shared_url = None
+        self.ranked_url, self.ranked_rows = None, None
 
     def done(self):
         self.page.wait("['done', 'error'].includes(document.body.dataset.state)", "the plan to finish")
@@ -605,6 +609,194 @@ class Suite:
         check(self.done() == "done", "a good request clears it")
         check(p.js("!document.querySelector('.field-error') && !document.querySelector('[aria-invalid=true]')"), "no stale field error")
 
+    # ---- workload, targets and prices: the performance estimate and the ranked deployments
+
+    RANKED = {"source": "hf://Qwen/Qwen3-30B-A3B", "devices": "h100-80gb,h200,l4"}
+    RANKED_OPTIONS = {"workload": "isl=4000,osl=1000,concurrency=64", "slo": "ttft=2s,tpot=20ms", "gpu_price": "h100-80gb=2.5,h200=3.5"}
+
+    def open_perf(self):
+        """Open "Workload and latency targets" as a person would, by its summary."""
+        p = self.page
+        if not p.js("document.getElementById('perf').open"):
+            p.js("document.querySelector('#perf > summary').click()")
+        check(p.js("document.getElementById('perf').open"), "the workload section opens")
+
+    def rows(self):
+        return self.page.js("""[...document.querySelectorAll('#recommendations tbody tr')].map(r => ({
+            devices: r.dataset.devices, meets: r.dataset.meets, fits: r.dataset.fits, replicas: Number(r.dataset.replicas),
+            cells: [...r.children].map(c => c.innerText.trim()),
+            name: r.querySelector('th .name').innerText, layout: r.querySelector('th small').innerText,
+            badge: r.querySelector('td .badge').innerText, reason: r.querySelector('td.why').innerText.trim()}))""")
+
+    def case_workload_targets_and_device_types_rank_every_deployment(self):
+        p = self.page
+        p.open(self.public + "/")
+        p.wait("(document.getElementById('profile') || {}).textContent === 'public'", "capabilities", timeout=10)
+        check(p.js("document.getElementById('perf').open") is False, "the workload section starts closed")
+        p.type_into("#source-1", self.RANKED["source"])
+        p.type_into("#devices", self.RANKED["devices"])
+        self.open_perf()
+        for field, label in [("isl", "Input tokens"), ("osl", "Output tokens"), ("concurrency", "Concurrency"), ("rate", "Rate"),
+                             ("ttft", "Time to first token"), ("tpot", "Time per output token"), ("e2e", "End to end"), ("gpu_price", "GPU prices")]:
+            check(label in (p.js(f"(document.querySelector('label[for={field}]') || {{}}).textContent") or ""), f"label of #{field}")
+        for field, value in [("isl", "4000"), ("osl", "1000"), ("concurrency", "64"), ("ttft", "2s"), ("tpot", "20ms"), ("gpu_price", "h100-80gb=2.5,h200=3.5")]:
+            p.type_into("#" + field, value)
+        p.press_enter()
+        check(self.done() == "done", f"expected a verdict, got: {p.text('#result')[:400]!r}")
+        query = urllib.parse.parse_qs(urllib.parse.urlparse(p.js("location.href")).query)
+        for option, value in self.RANKED_OPTIONS.items():
+            check(query.get(option) == [value], f"the link carries {option}={value}: {query}")
+        # The table is the planner's list, in the planner's order.
+        status, body = http("POST", self.public + "/v1/plan", {"sources": [self.RANKED["source"]], "options": {"devices": self.RANKED["devices"], **self.RANKED_OPTIONS}},
+                            timeout=PLAN_TIMEOUT_S)
+        check(status == 200, f"the API answered {status}")
+        expected = json.loads(body)["recommendations"]
+        rows = self.rows()
+        check([(r["devices"], r["meets"]) for r in rows] == [(e["devices"], str(e["meets"]).lower()) for e in expected],
+              f"rows as the planner ranks them: {[(r['devices'], r['meets']) for r in rows]}")
+        meets = [r["meets"] == "true" for r in rows]
+        check(any(meets) and not all(meets) and meets == sorted(meets, reverse=True), f"meeting deployments first: {meets}")
+        heads = p.js("[...document.querySelectorAll('#recommendations thead th')].map(t => t.innerText.trim())")
+        check(heads == ["Deployment", "Targets", "Output", "Per GPU", "TTFT", "TPOT", "$ / M tokens", "Why not"], f"columns: {heads}")
+        first, best = rows[0], expected[0]
+        check(first["name"] == "2 × h200" and first["layout"] == "TP 2" and first["badge"] == "✓ meets", f"first row: {first['cells']}")
+        check(first["cells"][2] == f"{round(best['output_tokens_per_s']):,} tok/s", f"tok/s as the planner's: {first['cells'][2]} vs {best['output_tokens_per_s']}")
+        check(first["cells"][6] == f"${best['cost_per_million_output_tokens']:.2f}" and first["reason"] == "", f"priced, not rejected: {first['cells']}")
+        check(any(r["layout"] == "TP 4 · EP" for r in rows), "expert parallelism shown")
+        slow = next(r for r in rows if r["devices"] == "h200:1")
+        check(slow["badge"] == "✕ rejected" and slow["reason"].startswith("misses tpot=20ms"), f"a rejected row says why: {slow['cells']}")
+        small = next(r for r in rows if r["devices"] == "l4:1")
+        check(small["fits"] == "false" and small["reason"].startswith("does not fit") and small["cells"][2] == "—", f"too small: {small['cells']}")
+        check(small["cells"][6] == "no price", f"an unpriced type says so: {small['cells'][6]!r}")
+        met = sum(meets)
+        check(f"{met} of {len(rows)} deployments tried meet the targets" in p.text("#recommendations-summary"), "the summary counts them")
+        check(f"{met} of {len(rows)} deployments meet the targets" in p.text("#status"), f"the live region says so: {p.text('#status')!r}")
+        # The rest of the verdict is the first deployment's.
+        check(p.attr("#perf-meets", "data-meets") == "true" and "the first deployment ranked above" in p.text("#performance"), "the estimate below is the first's")
+        check(p.attr(".membar", "data-device") == "h200" and p.js("document.querySelectorAll('.membar').length") == 1, "its memory: 2 × h200 drawn once")
+        self.ranked_url = p.js("location.href")
+        self.ranked_rows = rows
+
+    def case_a_counted_deployment_shows_its_performance_estimate(self):
+        p = self.page
+        p.open(self.public + "/")
+        p.type_into("#source-1", "hf://Qwen/Qwen3-30B-A3B")
+        p.type_into("#devices", "h200:8")
+        self.open_perf()
+        for field, value in [("isl", "1024"), ("osl", "1024"), ("concurrency", "64")]:
+            p.type_into("#" + field, value)
+        p.press_enter()
+        check(self.done() == "done", f"expected a verdict, got: {p.text('#result')[:400]!r}")
+        status, body = http("POST", self.public + "/v1/plan", {"sources": ["hf://Qwen/Qwen3-30B-A3B"],
+                            "options": {"devices": "h200:8", "workload": "isl=1024,osl=1024,concurrency=64"}}, timeout=PLAN_TIMEOUT_S)
+        check(status == 200, f"the API answered {status}")
+        perf = json.loads(body)["performance"]
+        check(p.js("!document.getElementById('recommendations')"), "counted devices: no ranking")
+        check(p.text("#perf-estimate") == "estimate" and p.attr("#perf-estimate", "data-estimate") == "true", "labelled an estimate")
+        check(p.text("#perf-workload") == "isl=1024,osl=1024,concurrency=64", f"the workload estimated: {p.text('#perf-workload')!r}")
+
+        def shows_range(text: str, rng: dict) -> bool:
+            """`(0.84–1.55×)`: the planner's multiples to two places (either rounding of a tie)."""
+            m = re.search(r"\((\d\.\d\d)–(\d\.\d\d)×\)$", text)
+            return bool(m) and all(abs(float(m.group(i + 1)) - rng[k]) <= 0.0051 for i, k in enumerate(["low", "high"]))
+
+        text = p.text("#perf-throughput")
+        check(text.startswith(f"≈ {round(perf['output_tokens_per_s']):,} tok/s (") and shows_range(text, perf["range"]), f"throughput with its range: {text!r}")
+        check(p.text("#perf-per-gpu").startswith(f"≈ {round(perf['output_tokens_per_s_per_gpu']):,} tok/s ("), f"per GPU: {p.text('#perf-per-gpu')!r}")
+        for key, selector in [("ttft", "#perf-ttft"), ("tpot", "#perf-tpot")]:
+            text = p.text(selector)
+            check(re.fullmatch(r"≈ [\d.]+ m?s \(.*\)", text) and shows_range(text, perf[key + "_range"]), f"{key} with its range: {text!r}")
+        check(re.fullmatch(r"≈ [\d.]+ m?s", p.text("#perf-e2e")), f"end to end: {p.text('#perf-e2e')!r}")
+        check(p.attr("#perf-limit", "data-limit") == perf["limited_by"] and p.text("#perf-limit"), f"what limits it: {p.text('#perf-limit')!r}")
+        check("on 8 × h200 (TP 8)" in p.text("#performance"), "on which deployment")
+        check(p.attr("#perf-calibration", "data-matches") == "true" and "vllm × h200 × bf16" in p.text("#perf-calibration"), "calibrated on this engine × device × type")
+        check(p.js("!document.getElementById('perf-meets')"), "no targets, no verdict on them")
+        check("an estimated " in p.text("#status"), f"the live region says so: {p.text('#status')!r}")
+
+    def case_the_estimate_s_findings_render_as_findings(self):
+        p = self.page
+        # No calibration on an L4: an estimate, with the set it borrows named.
+        p.open(self.public + "/?" + urllib.parse.urlencode({"source": "hf://Qwen/Qwen3-0.6B", "devices": "l4:1", "workload": "isl=1024,osl=1024,concurrency=4"}))
+        check(self.done() == "done", f"expected a verdict, got: {p.text('#result')[:400]!r}")
+        check(p.js("document.getElementById('perf').open"), "a link with a workload opens its section")
+        codes = p.js("[...document.querySelectorAll('.finding')].map(f => f.dataset.code)")
+        check("performance.uncalibrated" in codes, f"performance.uncalibrated among the findings: {codes}")
+        check(p.attr("#perf-calibration", "data-matches") == "false" and "performance.uncalibrated" in p.text("#performance"), "the estimate points at it")
+        # A device by size alone: no bandwidth known, so no estimate, and a finding says why.
+        p.open(self.public + "/?" + urllib.parse.urlencode({"source": "hf://Qwen/Qwen3-0.6B", "devices": "80GiB:1", "workload": "isl=1024,osl=1024,concurrency=4"}))
+        check(self.done() == "done", f"expected a verdict, got: {p.text('#result')[:400]!r}")
+        check(p.js("!document.getElementById('performance')"), "no estimate")
+        finding = "document.querySelector('.finding[data-code=\"performance.unavailable\"]')"
+        check(p.js(finding + " && " + finding + ".dataset.severity") == "warning", "performance.unavailable as a warning")
+        check("not in the device catalogue" in p.js(finding + ".innerText"), "with its reason")
+
+    def case_a_shared_link_restores_the_workload_and_targets(self):
+        p = self.page
+        check(getattr(self, "ranked_url", None), "needs the ranking case's URL")
+        p.open(self.ranked_url)
+        check(self.done() == "done", f"expected a verdict, got: {p.text('#result')[:400]!r}")
+        values = p.js("Object.fromEntries(['isl','osl','concurrency','rate','ttft','tpot','e2e','gpu_price','devices'].map(k => [k, document.getElementById(k).value]))")
+        check(values == {"isl": "4000", "osl": "1000", "concurrency": "64", "rate": "", "ttft": "2s", "tpot": "20ms", "e2e": "",
+                         "gpu_price": "h100-80gb=2.5,h200=3.5", "devices": "h100-80gb,h200,l4"}, f"the form restored: {values}")
+        check(p.js("document.getElementById('perf').open"), "and its section open")
+        check(p.attr("#cached-marker", "data-cached") == "true", "the same plan, from the cache")
+        check(self.rows() == self.ranked_rows, "the same table")
+        check(p.attr("#share", "href") == "?" + urllib.parse.urlparse(self.ranked_url).query, "the link to this plan is the same")
+        p.call("Emulation.setDeviceMetricsOverride", {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+        try:
+            overflow = p.js("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+            check(overflow <= 0, f"the table scrolls in its box, not the page: {overflow}px at 390px")
+        finally:
+            p.call("Emulation.clearDeviceMetricsOverride")
+        # An open loop, spread over copies, and a target the form has no field for: said, not silently sent.
+        p.open(self.public + "/?" + urllib.parse.urlencode({"source": "hf://Qwen/Qwen3-0.6B", "devices": "h100-80gb",
+                                                            "workload": "isl=512,osl=256,rate=200", "slo": "ttft=1s,ttft_p99=3s"}))
+        check(self.done() == "done", f"expected a verdict, got: {p.text('#result')[:400]!r}")
+        check(p.js("[document.getElementById('rate').value, document.getElementById('concurrency').value, document.getElementById('ttft').value]") == ["200", "", "1s"],
+              "rate and ttft restored")
+        check(p.js("!document.getElementById('perf-dropped').hidden") and "ttft_p99=3s" in p.text("#perf-dropped"), f"the dropped target named: {p.text('#perf-dropped')!r}")
+        first = self.rows()[0]
+        check(first["replicas"] == 2 and first["layout"] == "TP 1 · × 2 copies = 2 GPUs", f"copies of a deployment: {first}")
+        check(p.text("#perf-workload") == "isl=512,osl=256,rate=100" and "(one copy of it)" in p.text("#performance"),
+              f"the estimate below is one copy's, at its share of the rate: {p.text('#perf-workload')!r}")
+        targets = p.js("[...document.querySelectorAll('#perf-targets li')].map(l => l.dataset.target)")
+        check(targets == ["ttft=1000ms"], f"only the target the form holds was asked for: {targets}")
+
+    def case_a_bad_workload_is_reported_on_its_field(self):
+        p = self.page
+        p.open(self.public + "/?" + urllib.parse.urlencode({"source": "hf://Qwen/Qwen3-0.6B", "devices": "h100-80gb:1"}))
+        check(self.done() == "done", "a verdict first")
+        self.open_perf()
+        for field, value in [("isl", "abc"), ("osl", "1024"), ("concurrency", "4")]:
+            p.type_into("#" + field, value)
+        p.press_enter()
+        check(self.done() == "error", f"expected an error, got {p.text('#result')[:300]!r}")
+        check(p.attr("#error", "data-status") == "400" and p.attr("#error", "data-code") == "invalid_options", "HTTP 400 invalid_options")
+        check(p.text("#error-message").startswith("workload: isl: `abc`"), f"the message names the field: {p.text('#error-message')!r}")
+        check(p.attr("#isl", "aria-invalid") == "true" and p.js("!document.getElementById('osl').hasAttribute('aria-invalid')"), "the part at fault is marked")
+        note = p.text("#workload-error")
+        check(note.startswith("`abc` is not a token count"), f"the note beside it: {note!r}")
+        check("workload-error" in (p.attr("#isl", "aria-describedby") or ""), "the note describes the field")
+        # A target without its unit, on the targets' own field.
+        p.type_into("#isl", "1024")
+        p.type_into("#ttft", "2")
+        p.press_enter()
+        check(self.done() == "error", f"expected an error, got {p.text('#result')[:300]!r}")
+        check(p.text("#error-message").startswith("slo: ttft:") and p.attr("#ttft", "aria-invalid") == "true", f"slo named: {p.text('#error-message')!r}")
+        check(p.js("!document.getElementById('isl').hasAttribute('aria-invalid')"), "the fixed field is no longer marked")
+        # A workload missing a part: the whole workload is at fault.
+        p.type_into("#ttft", "2s")
+        p.js("document.getElementById('osl').value = ''")
+        p.press_enter()
+        check(self.done() == "error", f"expected an error, got {p.text('#result')[:300]!r}")
+        check(p.attr("#workload-error", "data-field") == "workload" and "both isl and osl" in p.text("#workload-error"), f"group note: {p.text('#workload-error')!r}")
+        check(p.js("[...document.querySelectorAll('#workload input')].every(i => i.getAttribute('aria-invalid') === 'true')"), "every workload field marked")
+        p.type_into("#osl", "1024")
+        p.press_enter()
+        check(self.done() == "done", f"fixed, a verdict: {p.text('#result')[:300]!r}")
+        check(p.js("!document.querySelector('.field-error') && !document.querySelector('[aria-invalid=true]')"), "no stale field error")
+        check(p.js("!!document.getElementById('performance')") and p.attr("#perf-meets", "data-meets") == "true", "the estimate, meeting ttft=2s")
+
 
 def run_cases(suite: Suite, page: Page, public: str) -> tuple[int, int]:
     passed = failed = 0
@@ -649,6 +841,19 @@ def screenshots(chromium: Chromium, page: Page, public: str, local: str, checkpo
         height = int(page.js("Math.ceil(document.documentElement.scrollHeight)")) + 8
         chromium.screenshot(url, out / name, width, height)
         print(f"wrote {out / name} ({width}×{height})", flush=True)
+    # The ranking: only its table and the estimate under it, clipped over DevTools (the whole
+    # page would repeat the form and the verdict the shots above show).
+    name = "explorer-recommendations.png"
+    page.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    page.open(public + "/?" + urllib.parse.urlencode({"source": "hf://Qwen/Qwen3-30B-A3B", "devices": "h200,l4",
+                                                      "workload": "isl=4000,osl=1000,concurrency=64", "slo": "ttft=2s,tpot=20ms", "gpu_price": "h200=3.5"}))
+    page.wait("!!document.getElementById('performance')", f"{name} to render")
+    clip = page.js("""(([a, b]) => ({x: a.left + scrollX, y: a.top + scrollY, width: a.width, height: b.bottom - a.top}))(
+        ['recommendations', 'performance'].map(id => document.getElementById(id).getBoundingClientRect()))""")
+    shot = page.call("Page.captureScreenshot", {"format": "png", "clip": {**clip, "scale": 1}, "captureBeyondViewport": True})
+    (out / name).write_bytes(base64.b64decode(shot["data"]))
+    page.call("Emulation.clearDeviceMetricsOverride")
+    print(f"wrote {out / name} ({clip['width']:.0f}×{clip['height']:.0f})", flush=True)
 
 
 def main() -> int:
@@ -656,7 +861,7 @@ def main() -> int:
     parser.add_argument("--preflight", default=str(ROOT / "target" / "debug" / "preflight"))
     parser.add_argument("--testhub", default=str(ROOT / "target" / "debug" / "preflight-testhub"))
     parser.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
-    parser.add_argument("--screenshots", metavar="DIR", help="also write the three states' screenshots to DIR")
+    parser.add_argument("--screenshots", metavar="DIR", help="also write the three states' screenshots and the ranking's to DIR")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs) after the run")
     args = parser.parse_args()
     # Absolute, since the local server runs in the work directory.
