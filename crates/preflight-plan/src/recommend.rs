@@ -35,8 +35,11 @@ pub(crate) fn recommend<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOpt
             if count % dp != 0 || options.tensor_parallel.is_some_and(|tp| count % (tp * dp) != 0) {
                 continue;
             }
+            // Expert parallelism is a choice only where there are experts and more than one
+            // GPU to spread them over; the plan without it says whether there are.
+            let mut moe = false;
             for expert_parallel in [false, true] {
-                if expert_parallel && options.expert_parallel {
+                if expert_parallel && (options.expert_parallel || count == 1 || !moe) {
                     continue;
                 }
                 let mut candidate = options.clone();
@@ -45,15 +48,11 @@ pub(crate) fn recommend<F: Borrow<ArtifactFacts>>(facts: &[F], options: &PlanOpt
                 candidate.expert_parallel = options.expert_parallel || expert_parallel;
                 candidate.context = Some(options.context.unwrap_or(workload.isl + workload.osl));
                 let planned_one = plan_replicated(facts, &candidate, options);
-                // Expert parallelism is a choice only where there are experts.
-                let moe = planned_one.1.as_ref().is_some_and(|(v, _)| {
+                moe |= planned_one.1.as_ref().is_some_and(|(v, _)| {
                     v.artifacts
                         .iter()
                         .any(|a| a.architecture.as_ref().is_some_and(|x| x.moe.is_some()))
                 });
-                if expert_parallel && !moe {
-                    continue;
-                }
                 planned.push(planned_one);
             }
         }

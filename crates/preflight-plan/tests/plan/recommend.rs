@@ -88,6 +88,15 @@ fn the_deepseek_v3_recommendation_is_documented() {
     let mut out = String::from(
         "| deployment | copies | GPUs | meets | output tok/s | a GPU | TTFT ms | TPOT ms | why not |\n|---|---|---|---|---|---|---|---|---|\n",
     );
+    // A MoE on several GPUs is tried with and without expert parallelism; on one GPU there
+    // is nothing to spread, so no EP twin.
+    let ep = |gpus: u64| {
+        v.recommendations
+            .iter()
+            .filter(|r| r.gpus == gpus && r.expert_parallel)
+            .count()
+    };
+    assert_eq!((ep(1), ep(8)), (0, 3), "{:#?}", v.recommendations);
     let f = |x: Option<f64>| x.map_or("–".into(), |x| format!("{x:.0}"));
     for r in &v.recommendations {
         out.push_str(&format!(
