@@ -61,8 +61,9 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "METHOD:K", help_heading = "Memory")]
     pub speculative: Option<Speculative>,
     /// Plan once per value and print them side by side: OPTION=A,B,… with OPTION one of
-    /// weights-dtype, kv-dtype, engine (e.g. `--compare weights-dtype=bf16,fp8,int4`).
-    /// The sources are read once.
+    /// weights-dtype, kv-dtype, engine, devices (e.g. `--compare weights-dtype=bf16,fp8,int4`,
+    /// `--compare devices=h100-80gb:8,h200:8,b200:8`, `--compare engine=vllm,sglang`). With
+    /// --workload each row adds its performance estimate. The sources are read once.
     #[arg(long, value_name = "OPTION=A,B", value_parser = crate::compare::parse, help_heading = "Memory")]
     pub compare: Option<crate::compare::Compare>,
     /// The engine whose memory accounting and runtime rules to follow: vllm (0.19.0), sglang
@@ -254,7 +255,17 @@ impl MemoryArgs {
             gpu_price: self.gpu_price.clone(),
             require_engine: self.require_engine,
         };
-        options.validate()?;
+        match &self.compare {
+            // Each row's options are whole only with the compared option set (a workload
+            // compared over devices has none without it): every row is checked, before any I/O.
+            Some(compare) => {
+                compare.variants(&options).map_err(|message| OptionsError {
+                    option: "compare",
+                    message,
+                })?;
+            }
+            None => options.validate()?,
+        }
         Ok(options)
     }
 }

@@ -166,3 +166,70 @@ fn device_types_without_counts_are_recommended_and_none_meeting_exits_4() {
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains("misses ttft=0.001ms"));
 }
+
+/// `--compare devices=…` and `--compare engine=…` with a workload: each row plans its own
+/// deployment and carries its estimate, the same as planning that deployment alone.
+#[test]
+fn compare_over_devices_and_engines_adds_each_rows_estimate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("Qwen/Qwen3-8B", dir.path());
+    let repo = repo.to_str().expect("utf8");
+    let workload = ["--workload", "isl=1024,osl=256,concurrency=8"];
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["plan", repo];
+        argv.extend_from_slice(&workload);
+        argv.extend_from_slice(extra);
+        let out = preflight(&argv);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        out
+    };
+    let compared: Value =
+        serde_json::from_slice(&run(&["--json", "--compare", "devices=h100-80gb:1,b200:2"]).stdout).expect("json");
+    let rows = compared["compare"]["rows"].as_array().expect("rows");
+    assert_eq!(compared["compare"]["option"], "devices");
+    for (row, devices) in rows.iter().zip(["h100-80gb:1", "b200:2"]) {
+        let alone: Value = serde_json::from_slice(&run(&["--json", "--devices", devices]).stdout).expect("json");
+        assert_eq!(row["value"], devices);
+        assert_eq!(row["performance"], alone["performance"], "{devices}");
+        assert_eq!(row["performance"]["estimate"], true);
+    }
+    // Two B200s at TP 2 outrun one H100.
+    let tokens = |row: &Value| row["performance"]["output_tokens_per_s"].as_f64().expect("tokens");
+    assert!(tokens(&rows[1]) > tokens(&rows[0]), "{rows:?}");
+    // The table gains the estimate's columns, marked as estimates.
+    let text = String::from_utf8_lossy(&run(&["--devices", "h100-80gb:1", "--compare", "engine=vllm,sglang"]).stdout)
+        .into_owned();
+    assert!(text.starts_with("COMPARE --engine"), "{text}");
+    assert!(
+        text.contains("tok/s/GPU") && text.contains("TPOT ms") && text.contains("≈"),
+        "{text}"
+    );
+}
+
+/// A compared device set without a count would ask for recommendations (a table of their
+/// own): refused as bad usage before any source is read, as is `--devices` given as well.
+#[test]
+fn compare_over_devices_wants_counts_and_no_devices_beside_it() {
+    for (args, needle) in [
+        (
+            &["--compare", "devices=h100-80gb,h200"][..],
+            "give each compared deployment its count",
+        ),
+        (
+            &["--devices", "h200:1", "--compare", "devices=h100-80gb:1,h200:1"][..],
+            "given and compared at once",
+        ),
+    ] {
+        let mut argv = vec![
+            "plan",
+            "/nonexistent/checkpoint",
+            "--workload",
+            "isl=1,osl=1,concurrency=1",
+        ];
+        argv.extend_from_slice(args);
+        let out = preflight(&argv);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(needle) && !stderr.contains("nonexistent"), "{stderr}");
+    }
+}
