@@ -214,6 +214,9 @@ pub(crate) struct Backends {
     pub command: String,
     /// How the engine's own fit went, said in words.
     pub fit: Option<String>,
+    /// The engine's own fit found room for no layer on the devices: the plan does not fit
+    /// them (it would run on the CPU alone).
+    pub fit_left_devices_empty: bool,
 }
 
 /// An artifact the engine allocates whole, not per rank.

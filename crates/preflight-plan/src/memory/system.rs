@@ -88,9 +88,16 @@ fn placed_at(
 }
 
 /// Whether every device holds its backend's share within its usable bytes, and the host its
-/// own within `host_memory` when given.
-fn backends_fit(devices: &[BackendTerms], host: &BackendTerms, usable: &[u64], options: &PlanOptions) -> bool {
-    devices.iter().zip(usable).all(|(d, u)| d.total() <= *u) && options.host_memory.is_none_or(|h| host.total() <= h)
+/// own within `host_memory` when given — and the engine's own fit found the devices some use.
+fn backends_fit(
+    placed: &(Vec<BackendTerms>, BackendTerms, Vec<Backends>),
+    usable: &[u64],
+    options: &PlanOptions,
+) -> bool {
+    let (devices, host, each) = placed;
+    devices.iter().zip(usable).all(|(d, u)| d.total() <= *u)
+        && options.host_memory.is_none_or(|h| host.total() <= h)
+        && !each.iter().any(|b| b.fit_left_devices_empty)
 }
 
 /// Whether the system fits its devices at the planned context, as placement asks it of each
@@ -107,7 +114,7 @@ pub fn fits_as_planned(sizings: &[&Sizing], options: &PlanOptions, engine: Memor
     let usable: Vec<u64> = all.iter().map(|g| target.usable_of(g)).collect();
     // An engine placing tensors per device: does every layer fit the devices?
     let fits = match placed_at(sizings, None, &target, &usable, true) {
-        Some((devices, host, _)) => backends_fit(&devices, &host, &usable, options),
+        Some(placed) => backends_fit(&placed, &usable, options),
         None => held_per_rank(sizings, None, &target)?.total_bytes <= target.usable_of(smallest),
     };
     // A refused architecture's weights are a lower bound: they prove a misfit, never a fit.
@@ -211,7 +218,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
         let fits_at = |context: u64| {
             placed_at(sizings, Some(context), &target, &usable, false)
-                .is_some_and(|(d, h, _)| backends_fit(&d, &h, &usable, options))
+                .is_some_and(|placed| backends_fit(&placed, &usable, options))
         };
         if !refused {
             let fitting = largest_passing(longest, fits_at);
@@ -270,7 +277,10 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         }
     }
     let all_fit = per_device.iter().all(|d| d.total_bytes <= d.usable_bytes)
-        && host.as_ref().is_none_or(|h| h.fits != Some(false));
+        && host.as_ref().is_none_or(|h| h.fits != Some(false))
+        && !placed
+            .as_ref()
+            .is_some_and(|(_, _, each)| each.iter().any(|b| b.fit_left_devices_empty));
     // A refused artifact's figures are lower bounds: they can prove a plan does not fit,
     // never that it does.
     let fits = match (per_device.is_empty(), refused, all_fit) {

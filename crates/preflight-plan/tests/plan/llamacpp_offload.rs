@@ -370,3 +370,52 @@ fn offload_knobs_are_llama_cpp_options_checked_before_any_work() {
         assert!(err.contains(option), "{json}: {err}");
     }
 }
+
+/// gpt-oss-120b's header stub (`fixtures/tools/mkgguf_gpt_oss_120b.py`: the oracle's 20b stub
+/// at 36 blocks and 128 experts, from the real config).
+fn gpt_oss_120b() -> preflight_formats::facts::ArtifactFacts {
+    let dir = crate::support::fixtures().join("llamacpp-offload");
+    let size: u64 = std::fs::read_to_string(dir.join("gpt-oss-120b-MXFP4-like.gguf.size"))
+        .expect("size")
+        .trim()
+        .parse()
+        .expect("a size");
+    preflight_testhub::facts::gguf_stub(&dir.join("gpt-oss-120b-MXFP4-like.gguf.stub.gz"), size)
+}
+
+fn memory_120b(json: &str) -> Memory {
+    plan(&[gpt_oss_120b()], &options(json))
+        .expect("valid options")
+        .memory
+        .expect("memory")
+}
+
+#[test]
+fn gpt_oss_120b_over_two_cards_splits_as_asked_and_as_fitted() {
+    // 36 layers + output = 37. `-ts 1,1` with `-ngl all`: points 0.5 and 1.0, so layers
+    // k/37 < 0.5 (k = 0…18, 19 of them) on device 0 and 18 (the output among them) on device 1.
+    let asked =
+        memory_120b(r#"{"context": 32768, "devices": "rtx-4090:2", "tensor_split": "1,1", "gpu_layers": "all"}"#);
+    let layers: Vec<u64> = asked.per_device.iter().map(|d| d.layers.expect("layers")).collect();
+    assert_eq!(layers, [19, 18]);
+    assert_sums_to_the_whole(&asked, "120b as asked");
+    // 61 GB of weights do not fit 2 × 24 GiB: neither device fits.
+    assert_eq!(asked.fits, Some(false));
+    // Without a layout llama.cpp's fit keeps every layer's attention on the cards and the
+    // fewest layers' experts in host RAM, leaving 1 GiB free on each.
+    let fitted = memory_120b(r#"{"context": 32768, "devices": "rtx-4090:2"}"#);
+    assert_sums_to_the_whole(&fitted, "120b fitted");
+    let offload = fitted.offload.clone().expect("offload");
+    assert!(offload.fit.starts_with("fitted"), "{}", offload.fit);
+    assert_eq!(offload.gpu_layers, 37);
+    assert!(offload.expert_layers_on_host > 0 && offload.expert_layers_on_host < 36);
+    for d in &fitted.per_device {
+        assert!(d.total_bytes <= d.usable_bytes - GIB, "{d:?}");
+    }
+    assert_eq!(fitted.fits, Some(true));
+    // With 64 GiB of host RAM named, the host's share is held to it too.
+    let host = memory_120b(r#"{"context": 32768, "devices": "rtx-4090:2", "host_memory": "64GiB"}"#)
+        .host
+        .expect("host");
+    assert_eq!(host.fits, Some(host.total_bytes <= 64 * GIB));
+}

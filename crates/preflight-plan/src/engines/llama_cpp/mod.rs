@@ -150,6 +150,7 @@ impl ServingEngine for LlamaCpp {
         let placer = offload::Placer::new(sizing, target.options, ctx, compute, output, usable.to_vec());
         let (layout, fit) = placer.resolve(full);
         let mut placed = placer.place(&layout);
+        placed.fit_left_devices_empty = fit == offload::Fit::Fitted && placed.gpu_layers == 0;
         placed.fit = Some(match fit {
             offload::Fit::Off => "off".to_owned(),
             offload::Fit::Unchanged => "unchanged: every device keeps llama.cpp's 1 GiB margin as asked".to_owned(),

@@ -1,8 +1,8 @@
 //! llama.cpp's offload, followed from the tree llama-cpp-python 0.3.36 vendors: which backend
 //! holds each tensor (`llama_model_base::load_tensors`, llama-model.cpp l.1551–1614, and the
-//! loader's `create_tensor`, llama-model-loader.cpp l.1205–1275), each layer's KV cache
+//! loader's `create_tensor`, llama-model-loader.cpp l.1155–1275), each layer's KV cache
 //! (llama-kv-cache.cpp l.213–220) and a compute buffer, and the layers and experts llama.cpp's
-//! own fit picks (`common_params_fit_impl`, common/fit.cpp l.230–870). Only ever asked with
+//! own fit picks (`common_params_fit_impl`, common/fit.cpp l.179–877). Only ever asked with
 //! devices named; the CPU backend alone is `memory.rs`'s.
 
 use super::memory::Context;
@@ -14,7 +14,7 @@ use crate::options::{OverrideTarget, PlanOptions, SplitMode};
 pub const FIT_MARGIN: i64 = 1 << 30;
 
 /// The part of a layer llama.cpp's fit leaves to the next backend (`common_layer_fraction_t`,
-/// common/fit.cpp l.17–23), as the pattern `get_overflow_pattern` writes for it (l.463–495).
+/// common/fit.cpp l.17–23), as the pattern `get_overflow_pattern` writes for it (l.493–530).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fraction {
     /// `ffn_(gate|up|gate_up|down).*`: all but the attention.
@@ -90,12 +90,12 @@ pub struct Layout {
 pub enum Fit {
     /// `--fit off`.
     Off,
-    /// Every device keeps its margin as asked: no change (l.351–368).
+    /// Every device keeps its margin as asked: no change (step 1, l.261–371).
     Unchanged,
     /// The fit chose the layout.
     Fitted,
     /// A change is needed but the caller set what the fit would change: llama.cpp warns and
-    /// loads as asked (l.437–460).
+    /// loads as asked (l.460–486).
     NotRun(&'static str),
 }
 
@@ -212,8 +212,8 @@ impl<'a> Placer<'a> {
         }
     }
 
-    /// Why llama.cpp's fit would not change what the caller set (common/fit.cpp l.437–460),
-    /// or `None` when it may.
+    /// Why llama.cpp's fit would not change what the caller set (common/fit.cpp),
+    /// or `None` when it may (l.460–486).
     fn fit_blocked(&self) -> Option<&'static str> {
         if self.options.gpu_layers.is_some() {
             return Some("gpu_layers is set");
@@ -234,7 +234,7 @@ impl<'a> Placer<'a> {
         if full || self.options.fit == Some(false) || self.used == 0 {
             return (asked, Fit::Off);
         }
-        // Step 1 (l.325–370): the layout as asked, and whether every device keeps its margin.
+        // Step 1 (l.261–371): the layout as asked, and whether every device keeps its margin.
         let first = self.place(&asked);
         let keeps = (0..self.used).all(|id| self.free(id) - total(&first.devices[id]) >= FIT_MARGIN);
         if keeps {
@@ -432,6 +432,7 @@ impl<'a> Placer<'a> {
             expert_layers_on_host,
             command: self.command(layout),
             fit: None,
+            fit_left_devices_empty: false,
         }
     }
 
@@ -463,7 +464,7 @@ impl<'a> Placer<'a> {
         flags.join(" ")
     }
 
-    /// `set_ngl_tensor_split_tbo` (common/fit.cpp l.519–560): each device's layers, the
+    /// `set_ngl_tensor_split_tbo` (common/fit.cpp l.548–590): each device's layers, the
     /// partial ones last in its block, the first of them overflowing as `overflow_type` to
     /// `overflow[id]` and the rest with their experts on the CPU.
     fn fit_layout(&self, per_device: &[Ngl], overflow: &[Backend]) -> Layout {
@@ -499,7 +500,7 @@ impl<'a> Placer<'a> {
         (0..self.used).map(|id| total(&placed.devices[id])).collect()
     }
 
-    /// `common_params_fit_impl` steps 3 and 4 (common/fit.cpp l.561–870): dense layers filled
+    /// `common_params_fit_impl` steps 3 and 4 (common/fit.cpp l.488–877): dense layers filled
     /// back to front by false position, then for a MoE model whose dense weights fit, whole
     /// layers front to back with the rest's experts on the CPU, and part of one more layer.
     /// (Step 2, shrinking a context the caller did not set, is not taken: preflight plans the
@@ -509,7 +510,7 @@ impl<'a> Placer<'a> {
         let hp_ngl = u32::try_from(self.layers).unwrap_or(u32::MAX - 1);
         let moe = self.sizing.shape.moe.is_some_and(|m| m.experts > 0);
         let targets: Vec<i64> = (0..nd).map(|id| self.free(id) - FIT_MARGIN).collect();
-        // With every routed expert on the CPU, is there a surplus at all? (l.606–630)
+        // With every routed expert on the CPU, is there a surplus at all? (l.616–650)
         let surplus_cpu_moe = match moe {
             false => 0,
             true => {
@@ -586,7 +587,7 @@ impl<'a> Placer<'a> {
         if !moe || surplus_cpu_moe <= 0 {
             return self.fit_layout(&ngl, &overflow);
         }
-        // Step 4 (l.680–870): dense-only layers become full layers, front to back.
+        // Step 4 (l.735–877): dense-only layers become full layers, front to back.
         let mut dense_start = nd;
         for id in (0..nd).rev() {
             if ngl[id].n_layer > 0 {
@@ -644,7 +645,7 @@ impl<'a> Placer<'a> {
                 mem = mem_high;
                 dense_start = dense_start_high;
             }
-            // Part of one more layer: up (and gate) or only attention (l.808–855).
+            // Part of one more layer: up (and gate) or only attention (l.810–862).
             let fits = |m: &[i64]| m[id] < targets[id] && (id + 1 == nd || m[id + 1] < targets[id + 1]);
             if dense_start < nd && ngl[dense_start].n_layer > u32::from(id == nd - 1) && ngl[dense_start].n_part > 0 {
                 let mut test = ngl.clone();
@@ -691,7 +692,7 @@ impl<'a> Placer<'a> {
     }
 }
 
-/// `ngl_t` (common/fit.cpp l.497–509): a device's layers, the partial ones among them.
+/// `ngl_t` (common/fit.cpp l.532–544): a device's layers, the partial ones among them.
 #[derive(Debug, Clone, Copy)]
 struct Ngl {
     n_layer: u32,
