@@ -81,6 +81,8 @@ pub struct Layout {
     /// `tensor_split` as given (all zero: by device memory).
     split: Vec<f32>,
     rules: Vec<Rule>,
+    /// Of `rules`, the last ones are `--n-cpu-moe N`'s: shown as `-ncmoe N`.
+    n_cpu_moe: u64,
     /// The fit wrote the split (`set_ngl_tensor_split_tbo`): shown as `-ts`.
     split_written: bool,
 }
@@ -190,13 +192,12 @@ impl<'a> Placer<'a> {
             })
             .collect();
         // `llm_add_n_cpu_ffn_overrides` (common/common.h l.1210): `blk\.i\.ffn_…_exps`, i < N.
-        rules.extend(
-            (0..self.options.n_cpu_moe.unwrap_or(0).min(self.layers)).map(|layer| Rule::Layer {
-                layer,
-                fraction: Fraction::Moe,
-                to: Backend::Host,
-            }),
-        );
+        let n_cpu_moe = self.options.n_cpu_moe.unwrap_or(0).min(self.layers);
+        rules.extend((0..n_cpu_moe).map(|layer| Rule::Layer {
+            layer,
+            fraction: Fraction::Moe,
+            to: Backend::Host,
+        }));
         Layout {
             gpu_layers: self
                 .options
@@ -208,6 +209,7 @@ impl<'a> Placer<'a> {
                 .as_ref()
                 .map_or_else(Vec::new, |s| s.0.clone()),
             rules,
+            n_cpu_moe,
             split_written: false,
         }
     }
@@ -444,7 +446,8 @@ impl<'a> Placer<'a> {
             flags.push(format!("-ts {}", shares.join(",")));
         }
         let mut overrides: Vec<String> = Vec::new();
-        for rule in &layout.rules {
+        let patterns = layout.rules.len().saturating_sub(usize::try_from(layout.n_cpu_moe).unwrap_or(0));
+        for rule in &layout.rules[..patterns] {
             let (pattern, to) = match rule {
                 Rule::Pattern(i, to) => (self.options.override_tensor[*i].pattern.clone(), *to),
                 Rule::Layer { layer, fraction, to } => (fraction.pattern(*layer), *to),
@@ -457,6 +460,9 @@ impl<'a> Placer<'a> {
         }
         if !overrides.is_empty() {
             flags.push(format!("-ot \"{}\"", overrides.join(",")));
+        }
+        if layout.n_cpu_moe > 0 {
+            flags.push(format!("-ncmoe {}", layout.n_cpu_moe));
         }
         if self.options.no_kv_offload {
             flags.push("-nkvo".into());
@@ -491,6 +497,7 @@ impl<'a> Placer<'a> {
                 false => Vec::new(),
             },
             rules,
+            n_cpu_moe: 0,
             split_written: nd > 1,
         }
     }
