@@ -318,7 +318,7 @@ fn host_memory<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
         Given::Number(n) => Ok(Some(n)),
         Given::Text(text) => parse_host_memory(&text)
             .map(Some)
-            .map_err(|e| serde::de::Error::custom(e)),
+            .map_err(serde::de::Error::custom),
     }
 }
 

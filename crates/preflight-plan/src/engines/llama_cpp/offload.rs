@@ -446,7 +446,10 @@ impl<'a> Placer<'a> {
             flags.push(format!("-ts {}", shares.join(",")));
         }
         let mut overrides: Vec<String> = Vec::new();
-        let patterns = layout.rules.len().saturating_sub(usize::try_from(layout.n_cpu_moe).unwrap_or(0));
+        let patterns = layout
+            .rules
+            .len()
+            .saturating_sub(usize::try_from(layout.n_cpu_moe).unwrap_or(0));
         for rule in &layout.rules[..patterns] {
             let (pattern, to) = match rule {
                 Rule::Pattern(i, to) => (self.options.override_tensor[*i].pattern.clone(), *to),
