@@ -316,9 +316,7 @@ fn host_memory<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
     }
     match Given::deserialize(deserializer)? {
         Given::Number(n) => Ok(Some(n)),
-        Given::Text(text) => parse_host_memory(&text)
-            .map(Some)
-            .map_err(serde::de::Error::custom),
+        Given::Text(text) => parse_host_memory(&text).map(Some).map_err(serde::de::Error::custom),
     }
 }
 
