@@ -137,7 +137,18 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
             bits: None,
         });
     }
-    let folded = tensors::fold(&records, &names, model.as_ref(), findings);
+    let mut folded = tensors::fold(&records, &names, model.as_ref(), findings);
+    // llama.cpp places tensors by name (its layer classes, `--override-tensor` patterns): the
+    // names and bytes of a GGUF's tensors, no more than its header already holds.
+    let all = parts.iter().flat_map(|p| &p.header.tensors);
+    folded.layout.set_named(
+        all.zip(&records)
+            .map(|(t, r)| crate::memory::NamedTensor {
+                name: t.name.as_str().into(),
+                bytes: r.bytes,
+            })
+            .collect(),
+    );
     Planned {
         model,
         parameters: folded.parameters,

@@ -36,8 +36,8 @@ use preflight_formats::facts::{ArtifactFacts, Content};
 
 pub use findings::{Code, Finding, Severity};
 pub use options::{
-    ComputeDtype, Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, SpeculativeMethod,
-    WeightsDtype,
+    ComputeDtype, Devices, Fraction, GpuLayers, KvDtype, MemoryEngine, OptionsError, OverrideTarget, PlanOptions,
+    Speculative, SpeculativeMethod, SplitMode, TensorOverride, TensorSplit, WeightsDtype,
 };
 pub use verdict::*;
 

@@ -126,10 +126,46 @@ pub struct PlanOptions {
     /// backend supports it (every backend preflight plans for).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flash_attn: Option<bool>,
-    /// llama.cpp `--n-gpu-layers`: decoder layers placed on the devices, the rest (and their
-    /// KV cache) kept in host RAM. Default: all of them.
+    /// llama.cpp `--n-gpu-layers`: layers placed on the devices, counting the output layer as
+    /// llama.cpp does (a model of 48 layers has 49), the first layers (and their KV cache) kept
+    /// in host RAM: a number or `"all"`. Default: `auto` — llama.cpp's `--fit` picks it (see
+    /// `fit`); without fit, all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gpu_layers: Option<u64>,
+    pub gpu_layers: Option<GpuLayers>,
+    /// llama.cpp `--n-cpu-moe N`: the routed experts of the first N layers stay in host RAM
+    /// (`blk.i.ffn_(up|down|gate|gate_up)_(ch|)exps`, i < N), the rest of those layers on
+    /// their device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_cpu_moe: Option<u64>,
+    /// llama.cpp `--override-tensor PATTERN=DEVICE` (`-ot`): tensors whose name the regex
+    /// matches (searched, as `std::regex_search`) go to `CPU` or to `CUDA<i>`, the i-th device
+    /// of `devices`; the first matching pattern wins, these before `n_cpu_moe`'s.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub override_tensor: Vec<TensorOverride>,
+    /// llama.cpp `--no-kv-offload`: every layer's KV cache in host RAM, whatever device holds
+    /// the layer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_kv_offload: bool,
+    /// llama.cpp `--split-mode layer|none` (`row` is refused: not modelled). Default `layer`:
+    /// whole layers spread over the devices; `none` uses the first device only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_mode: Option<SplitMode>,
+    /// llama.cpp `--tensor-split A,B,…`: the share of the offloaded layers each device takes,
+    /// in `devices` order. Default: in proportion to each device's memory (llama.cpp's free
+    /// memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_split: Option<TensorSplit>,
+    /// llama.cpp `--fit on|off`: whether llama.cpp picks the layers (and, for MoE, the experts
+    /// kept in host RAM) that fit the devices with its 1 GiB margin (`common/fit.cpp`). Default
+    /// on, as llama.cpp's tools: it runs when neither `gpu_layers`, `tensor_split` (several
+    /// devices), `override_tensor` nor `n_cpu_moe` is given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<bool>,
+    /// Host RAM for llama.cpp's host buffers (CPU-mapped weights, CPU KV cache, host compute
+    /// and output buffers): bytes, or a size (`64GiB`). Default: not checked — `memory.host`
+    /// says what is needed, and `fits` is the devices' alone.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "host_memory")]
+    pub host_memory: Option<u64>,
     /// llama.cpp `--kv-unified`: one KV stream of `context × sequences` cells that every
     /// sequence shares, instead of a stream a sequence. Default off, as llama.cpp's tools.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -270,6 +306,30 @@ fn mem_fraction_static<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Res
         .map_err(|e| serde::de::Error::custom(error("mem_fraction_static", e.message)))
 }
 
+/// `host_memory` in JSON: bytes, or a size as `devices` reads one (`64GiB`).
+fn host_memory<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Number(u64),
+        Text(String),
+    }
+    match Given::deserialize(deserializer)? {
+        Given::Number(n) => Ok(Some(n)),
+        Given::Text(text) => parse_host_memory(&text).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// A host RAM size: bytes, or `64GiB` / `64GB` (read as GiB, as everywhere else).
+pub fn parse_host_memory(text: &str) -> Result<u64, OptionsError> {
+    devices::bytes(text.trim()).filter(|b| *b > 0).ok_or_else(|| {
+        error(
+            "host_memory",
+            format!("`{text}` is not a size: give bytes or e.g. 64GiB"),
+        )
+    })
+}
+
 /// vLLM's accepted `--block-size` values (`CacheConfig.block_size`'s `Literal`).
 pub const VLLM_BLOCK_SIZES: &[u64] = &[1, 8, 16, 32, 64, 128, 256];
 
@@ -367,6 +427,7 @@ impl PlanOptions {
                 format!("{ubatch} is more than the batch of {batch} (llama.cpp caps n_ubatch at n_batch)"),
             ));
         }
+        self.validate_offload()?;
         if let Some(engine) = self.knob_engine()? {
             self.check_engine(engine)?;
         }
@@ -1381,5 +1442,346 @@ mod tests {
         assert_eq!(unified.engine_for(false), MemoryEngine::LlamaCpp);
         let vllm: PlanOptions = serde_json::from_str(r#"{"engine": "vllm", "swa_full": true}"#).expect("options");
         assert_eq!(vllm.validate().map_err(|e| e.option), Err("swa_full"));
+    }
+}
+
+/// llama.cpp's `--n-gpu-layers`: a count (the output layer counts as one, as llama.cpp
+/// counts it) or `all`. `auto` is the absence of a value: llama.cpp's fit decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuLayers {
+    Count(u64),
+    All,
+}
+
+impl GpuLayers {
+    /// Layers offloaded of a model of `layers` repeating layers: at most `layers + 1`.
+    pub fn resolve(self, layers: u64) -> u64 {
+        match self {
+            GpuLayers::Count(n) => n.min(layers.saturating_add(1)),
+            GpuLayers::All => layers.saturating_add(1),
+        }
+    }
+}
+
+impl FromStr for GpuLayers {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "all" => Ok(GpuLayers::All),
+            "auto" => Err(error(
+                "gpu_layers",
+                "`auto` is the default (llama.cpp's fit picks the layers): leave gpu_layers out",
+            )),
+            text => text
+                .parse::<u64>()
+                .map(GpuLayers::Count)
+                .map_err(|_| error("gpu_layers", format!("`{s}` is not a layer count or `all`"))),
+        }
+    }
+}
+
+impl Serialize for GpuLayers {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            GpuLayers::Count(n) => serializer.serialize_u64(*n),
+            GpuLayers::All => serializer.serialize_str("all"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for GpuLayers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Number(u64),
+            Text(String),
+        }
+        match Given::deserialize(deserializer)? {
+            Given::Number(n) => Ok(GpuLayers::Count(n)),
+            Given::Text(text) => text.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// llama.cpp's `--split-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitMode {
+    /// Whole layers over the devices (llama.cpp's default).
+    Layer,
+    /// Each matrix split by rows over the devices: refused, not modelled.
+    Row,
+    /// The first device only (`main_gpu` 0).
+    None,
+}
+
+impl FromStr for SplitMode {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "layer" => Ok(SplitMode::Layer),
+            "row" => Ok(SplitMode::Row),
+            "none" => Ok(SplitMode::None),
+            _ => Err(error("split_mode", format!("`{s}` is not layer, row or none"))),
+        }
+    }
+}
+
+/// Most `tensor_split` shares: llama.cpp's `llama_max_devices()` (16 on CUDA builds).
+pub const MAX_TENSOR_SPLIT: usize = 16;
+
+/// llama.cpp's `--tensor-split A,B,…`: one proportion per device, kept as the f32 llama.cpp
+/// parses (`std::stof`) so the split points are computed as it computes them. Written `3,1`
+/// (commas or slashes, as llama.cpp) or a JSON list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorSplit(pub Vec<f32>);
+
+impl Eq for TensorSplit {}
+
+impl std::hash::Hash for TensorSplit {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for share in &self.0 {
+            share.to_bits().hash(state);
+        }
+    }
+}
+
+impl TensorSplit {
+    fn checked(shares: Vec<f32>) -> Result<TensorSplit, OptionsError> {
+        if shares.is_empty() || shares.len() > MAX_TENSOR_SPLIT {
+            return Err(error(
+                "tensor_split",
+                format!("give 1 to {MAX_TENSOR_SPLIT} shares, one per device"),
+            ));
+        }
+        if let Some(bad) = shares.iter().find(|s| !s.is_finite() || **s < 0.0) {
+            return Err(error(
+                "tensor_split",
+                format!("{bad} is not a share: each must be a finite number ≥ 0"),
+            ));
+        }
+        if shares.iter().all(|s| *s == 0.0) {
+            return Err(error(
+                "tensor_split",
+                "every share is 0: leave tensor_split out for llama.cpp's split by device memory",
+            ));
+        }
+        Ok(TensorSplit(shares))
+    }
+}
+
+impl FromStr for TensorSplit {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let shares = s
+            .split([',', '/'])
+            .filter(|p| !p.trim().is_empty())
+            .map(|p| {
+                p.trim()
+                    .parse::<f32>()
+                    .map_err(|_| error("tensor_split", format!("`{p}` is not a number")))
+            })
+            .collect::<Result<Vec<f32>, _>>()?;
+        TensorSplit::checked(shares)
+    }
+}
+
+impl Serialize for TensorSplit {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for TensorSplit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            List(Vec<f32>),
+            Text(String),
+        }
+        match Given::deserialize(deserializer)? {
+            Given::List(shares) => TensorSplit::checked(shares).map_err(serde::de::Error::custom),
+            Given::Text(text) => text.parse().map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// Where an `--override-tensor` sends what it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OverrideTarget {
+    /// llama.cpp's `CPU` buffer type: host RAM.
+    Cpu,
+    /// `CUDA<i>`: the i-th device of `devices`.
+    Device(u32),
+}
+
+impl fmt::Display for OverrideTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OverrideTarget::Cpu => f.write_str("CPU"),
+            OverrideTarget::Device(i) => write!(f, "CUDA{i}"),
+        }
+    }
+}
+
+/// Longest `--override-tensor` pattern accepted: far past any tensor name llama.cpp writes.
+pub const MAX_OVERRIDE_PATTERN: usize = 256;
+
+/// Most layers `n_cpu_moe` may name: past any model's depth (llama.cpp's fit stops at 1000).
+pub const MAX_CPU_MOE_LAYERS: u64 = 1 << 16;
+
+/// Most `--override-tensor` entries: llama.cpp's `llama_max_tensor_buft_overrides()` (4096).
+pub const MAX_OVERRIDES: usize = 4096;
+
+/// One `--override-tensor PATTERN=DEVICE`. The pattern is checked as a regex when parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TensorOverride {
+    pub pattern: String,
+    pub target: OverrideTarget,
+}
+
+impl TensorOverride {
+    /// The compiled pattern: checked when the override was parsed, so this cannot fail then.
+    pub fn regex(&self) -> Result<regex::Regex, OptionsError> {
+        regex::RegexBuilder::new(&self.pattern)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| error("override_tensor", format!("`{}` is not a pattern: {e}", self.pattern)))
+    }
+}
+
+impl FromStr for TensorOverride {
+    type Err = OptionsError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let Some((pattern, target)) = s.rsplit_once('=') else {
+            return Err(error(
+                "override_tensor",
+                format!("`{s}` is not PATTERN=DEVICE (e.g. `blk\\.1[0-9]\\.ffn_.*_exps=CPU`)"),
+            ));
+        };
+        if pattern.is_empty() || pattern.len() > MAX_OVERRIDE_PATTERN {
+            return Err(error(
+                "override_tensor",
+                format!("a pattern of 1 to {MAX_OVERRIDE_PATTERN} characters, not `{pattern}`"),
+            ));
+        }
+        let upper = target.trim().to_ascii_uppercase();
+        let target = match upper.as_str() {
+            "CPU" => OverrideTarget::Cpu,
+            other => match other.strip_prefix("CUDA").and_then(|i| i.parse::<u32>().ok()) {
+                Some(i) => OverrideTarget::Device(i),
+                None => {
+                    return Err(error(
+                        "override_tensor",
+                        format!(
+                            "`{target}` is not a buffer type preflight plans: CPU, or CUDA<i> for the i-th device of devices"
+                        ),
+                    ));
+                }
+            },
+        };
+        let parsed = TensorOverride {
+            pattern: pattern.to_owned(),
+            target,
+        };
+        parsed.regex()?;
+        Ok(parsed)
+    }
+}
+
+impl fmt::Display for TensorOverride {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.pattern, self.target)
+    }
+}
+
+impl Serialize for TensorOverride {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TensorOverride {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl PlanOptions {
+    /// llama.cpp's offload knobs, checked against each other and the devices.
+    fn validate_offload(&self) -> Result<(), OptionsError> {
+        let devices = self
+            .devices
+            .as_ref()
+            .filter(|d| d.open_count().is_none())
+            .map(Devices::count);
+        if let Some(bytes) = self.host_memory
+            && (bytes == 0 || bytes > devices::MAX_DEVICE_BYTES)
+        {
+            return Err(error("host_memory", "give host RAM between 1 byte and 1 PiB"));
+        }
+        if self.override_tensor.len() > MAX_OVERRIDES {
+            return Err(error(
+                "override_tensor",
+                format!(
+                    "{} overrides: at most {MAX_OVERRIDES}, as llama.cpp",
+                    self.override_tensor.len()
+                ),
+            ));
+        }
+        if self.split_mode == Some(SplitMode::Row) {
+            return Err(error(
+                "split_mode",
+                "row split (each matrix's rows over the devices, KV and compute on the main device) is not modelled; plan with layer (the default) or none",
+            ));
+        }
+        if let Some(n) = self.n_cpu_moe
+            && n > MAX_CPU_MOE_LAYERS
+        {
+            return Err(error("n_cpu_moe", format!("{n} layers is more than any model has")));
+        }
+        if let Some(split) = &self.tensor_split {
+            match devices {
+                None if self.devices.is_none() => {
+                    return Err(error(
+                        "tensor_split",
+                        "a split over devices needs the devices: give devices too (e.g. rtx-4090:2)",
+                    ));
+                }
+                Some(count) if split.0.len() as u64 > count => {
+                    return Err(error(
+                        "tensor_split",
+                        format!(
+                            "{} shares for {count} device(s): one share per device at most",
+                            split.0.len()
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for o in &self.override_tensor {
+            if let OverrideTarget::Device(i) = o.target {
+                // An open count is chosen later: any index below the largest count searched.
+                let count = match (&self.devices, devices) {
+                    (None, _) => 0,
+                    (Some(_), Some(count)) => count,
+                    (Some(_), None) => u64::MAX,
+                };
+                if u64::from(i) >= count {
+                    return Err(error(
+                        "override_tensor",
+                        format!(
+                            "`{o}` names device {i}, and there are {count} device(s) (CUDA0 is the first of devices)"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }

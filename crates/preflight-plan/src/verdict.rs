@@ -625,6 +625,14 @@ pub struct Memory {
     pub max_context_that_fits: Option<u64>,
     /// Whether `max_context_that_fits` is the model's own maximum or where memory runs out.
     pub max_context_limited_by: Option<LimitedBy>,
+    /// llama.cpp with devices: what stays in host RAM, with a device's terms (CPU-mapped
+    /// weights, CPU KV cache, the host compute buffer and the output buffer in
+    /// `activation_bytes`). `per_device` and `host` together are the block's totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostMemory>,
+    /// llama.cpp with devices: how the layers were offloaded (as asked, or as its fit chose).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offload: Option<Offload>,
     /// Upper bounds on speed on the named devices (one artifact; docs/throughput.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_bounds: Option<ThroughputBounds>,
@@ -802,6 +810,58 @@ pub struct DeviceMemory {
     /// `usable_bytes − total_bytes`: negative when it does not fit.
     pub headroom_bytes: i64,
     pub fits: bool,
+    /// llama.cpp: layers assigned to this device, its output layer counted as llama.cpp counts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers: Option<u64>,
+    /// Terms that are estimates, not a replay of the engine (llama.cpp's compute buffers
+    /// when layers are split over backends: `activation_bytes`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub estimated: Vec<String>,
+}
+
+/// Host RAM under llama.cpp with devices: a device's terms, and the host's capacity when
+/// `host_memory` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostMemory {
+    /// CPU-mapped weights (the input layer always, and whatever is not offloaded).
+    pub weights_bytes: u64,
+    pub buffers_bytes: u64,
+    /// KV cache of the layers left on the CPU (every layer's with `no_kv_offload`).
+    pub kv_cache_bytes: u64,
+    /// The host compute buffer and the output buffer.
+    pub activation_bytes: u64,
+    pub non_torch_bytes: u64,
+    pub total_bytes: u64,
+    /// Of `activation_bytes`: the host compute buffer (an estimate, see `estimated`).
+    pub compute_bytes: u64,
+    /// Of `activation_bytes`: the output buffer (logits, one row a sequence).
+    pub output_bytes: u64,
+    /// Layers left on the CPU, the output layer counted as llama.cpp counts it.
+    pub layers: u64,
+    /// `host_memory`, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom_bytes: Option<i64>,
+    /// Within `host_memory`; null when none is given (host RAM is not checked).
+    pub fits: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub estimated: Vec<String>,
+}
+
+/// How llama.cpp offloads the plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Offload {
+    /// Layers on the devices (`-ngl`), the output layer counted: at most `layers + 1`.
+    pub gpu_layers: u64,
+    /// The model's repeating layers plus its output layer, as llama.cpp counts them.
+    pub layers: u64,
+    /// Offloaded layers whose routed experts stay in host RAM (`--n-cpu-moe`, the fit).
+    pub expert_layers_on_host: u64,
+    /// Whether llama.cpp's fit ran and what it did (`off`, `unchanged`, `fitted`, `not run`).
+    pub fit: String,
+    /// The llama.cpp flags that load this placement.
+    pub command: String,
 }
 
 /// One artifact's memory: weights, KV cache by attention kind, activations, and the share

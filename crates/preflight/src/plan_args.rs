@@ -4,7 +4,8 @@
 
 use clap::Args;
 use preflight_plan::{
-    ComputeDtype, Devices, Fraction, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative, WeightsDtype,
+    ComputeDtype, Devices, Fraction, GpuLayers, KvDtype, MemoryEngine, OptionsError, PlanOptions, Speculative,
+    SplitMode, TensorOverride, TensorSplit, WeightsDtype,
 };
 
 /// Memory and fit (see docs/memory.md). Giving any of these adds the memory plan
@@ -105,10 +106,40 @@ pub struct MemoryArgs {
     /// llama.cpp: flash attention, on or off [default: on, as its `auto` resolves].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, help_heading = "Engine")]
     pub flash_attn: Option<bool>,
-    /// llama.cpp: decoder layers on the devices; the rest, and their KV cache, stay in host
-    /// RAM [default: all].
+    /// llama.cpp -ngl: layers on the devices, a number or `all`, counting the output layer
+    /// as llama.cpp does (48 layers + output = 49); the first layers and their KV cache stay
+    /// in host RAM [default: auto — llama.cpp's --fit picks them; all with --fit off].
+    #[arg(long, value_name = "N|all", help_heading = "Engine")]
+    pub gpu_layers: Option<GpuLayers>,
+    /// llama.cpp -ncmoe: keep the routed experts of the first N layers in host RAM, the rest of
+    /// those layers on their device (what people do with a MoE too big for the card).
     #[arg(long, value_name = "N", help_heading = "Engine")]
-    pub gpu_layers: Option<u64>,
+    pub n_cpu_moe: Option<u64>,
+    /// llama.cpp -ot: PATTERN=DEVICE, tensors whose name the regex matches go to CPU (host
+    /// RAM) or CUDA<i> (the i-th of --devices); repeat or comma-separate; the first match
+    /// wins, these before --n-cpu-moe's. E.g. `blk\.(1[0-9])\.ffn_.*_exps=CPU`.
+    #[arg(long, value_name = "PATTERN=DEVICE", value_delimiter = ',', help_heading = "Engine")]
+    pub override_tensor: Vec<TensorOverride>,
+    /// llama.cpp -nkvo: every layer's KV cache in host RAM, whatever device holds the layer.
+    #[arg(long, help_heading = "Engine")]
+    pub no_kv_offload: bool,
+    /// llama.cpp -sm: layer (whole layers over the devices) or none (the first device only);
+    /// row is not modelled [default: layer].
+    #[arg(long, value_name = "layer|none", help_heading = "Engine")]
+    pub split_mode: Option<SplitMode>,
+    /// llama.cpp -ts: the share of the offloaded layers each device takes, in --devices order,
+    /// e.g. 3,1 [default: in proportion to each device's memory].
+    #[arg(long, value_name = "A,B,…", help_heading = "Engine")]
+    pub tensor_split: Option<TensorSplit>,
+    /// llama.cpp --fit: let llama.cpp pick the layers (and MoE experts kept in host RAM) that
+    /// leave 1 GiB free on each device; it runs unless --gpu-layers, --tensor-split (several
+    /// devices), --override-tensor or --n-cpu-moe is given [default: on, as llama.cpp].
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, help_heading = "Engine")]
+    pub fit: Option<bool>,
+    /// llama.cpp: host RAM for its host buffers (mapped weights, CPU KV cache, host compute and
+    /// output buffers), e.g. 64GiB: checked like a device [default: not checked].
+    #[arg(long, value_name = "SIZE", value_parser = parse_host_memory, help_heading = "Engine")]
+    pub host_memory: Option<u64>,
     /// llama.cpp: one KV stream shared by every sequence instead of one each.
     #[arg(long, help_heading = "Engine")]
     pub kv_unified: bool,
@@ -148,6 +179,10 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
         "off" | "false" | "0" => Ok(false),
         _ => Err(format!("`{s}` is not on or off")),
     }
+}
+
+fn parse_host_memory(s: &str) -> Result<u64, OptionsError> {
+    preflight_plan::options::parse_host_memory(s)
 }
 
 fn parse_workload(s: &str) -> Result<preflight_plan::workload::Workload, OptionsError> {
@@ -248,6 +283,13 @@ impl MemoryArgs {
             ubatch: self.ubatch,
             flash_attn: self.flash_attn,
             gpu_layers: self.gpu_layers,
+            n_cpu_moe: self.n_cpu_moe,
+            override_tensor: self.override_tensor.clone(),
+            no_kv_offload: self.no_kv_offload,
+            split_mode: self.split_mode,
+            tensor_split: self.tensor_split.clone(),
+            fit: self.fit,
+            host_memory: self.host_memory,
             kv_unified: self.kv_unified,
             swa_full: self.swa_full,
             workload: self.workload,

@@ -690,14 +690,61 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         };
         // A device given by size is named by its capacity in bytes: shown as a size.
         let name = first.device.parse::<u64>().map_or_else(|_| first.device.clone(), bytes);
+        // llama.cpp: each device's layers and terms as it assigns them, estimates said.
+        let terms = match first.layers {
+            Some(layers) => format!(
+                "  ({layers} layer{} · weights {} · KV {} · compute {}{})",
+                if layers == 1 { "" } else { "s" },
+                bytes(first.weights_bytes),
+                bytes(first.kv_cache_bytes),
+                bytes(first.activation_bytes),
+                if first.estimated.is_empty() { "" } else { ", estimate" }
+            ),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "  {which:<13}{name:<11}[{}] {} / {} usable  {verdict}",
+            "  {which:<13}{name:<11}[{}] {} / {} usable  {verdict}{terms}",
             bar(first),
             bytes(first.total_bytes),
             bytes(first.usable_bytes)
         );
         start = end;
+    }
+    if let Some(h) = &m.host {
+        let held = match (h.capacity_bytes, h.fits) {
+            (Some(capacity), Some(true)) => format!("{} / {} host memory  fits", bytes(h.total_bytes), bytes(capacity)),
+            (Some(capacity), _) => format!(
+                "{} / {} host memory  DOES NOT FIT: {} over",
+                bytes(h.total_bytes),
+                bytes(capacity),
+                bytes(h.total_bytes.saturating_sub(capacity))
+            ),
+            (None, _) => format!("{} (not checked: give --host-memory)", bytes(h.total_bytes)),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<24}{held}  ({} layer{} · weights {} · KV {} · compute {}{} · output {})",
+            "host RAM",
+            h.layers,
+            if h.layers == 1 { "" } else { "s" },
+            bytes(h.weights_bytes),
+            bytes(h.kv_cache_bytes),
+            bytes(h.compute_bytes),
+            if h.estimated.is_empty() { "" } else { ", estimate" },
+            bytes(h.output_bytes)
+        );
+    }
+    if let Some(o) = &m.offload {
+        let experts = match o.expert_layers_on_host {
+            0 => String::new(),
+            n => format!(", experts of {n} in host RAM"),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<24}{} of {} layers on the devices{experts} · fit {} · llama.cpp flags: {}",
+            "offload", o.gpu_layers, o.layers, o.fit, o.command
+        );
     }
     if let Some(refused) = &m.does_not_run {
         // Memory that would fit is beside the point when the engine cannot load it.

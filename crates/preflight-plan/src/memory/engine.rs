@@ -135,6 +135,21 @@ pub(crate) trait ServingEngine: Sync {
         (None, None)
     }
 
+    /// The engine's own placement over `usable` devices (each's usable bytes, in `devices`
+    /// order) when it does not hold one rank a device (llama.cpp: tensors, KV cache and
+    /// compute buffers per backend, host RAM apart). `full`: a placement search asks whether
+    /// every layer fits the devices. `None`: every device holds one rank.
+    fn backends(
+        &self,
+        _sizing: &Sizing,
+        _context: u64,
+        _target: &Target,
+        _usable: &[u64],
+        _full: bool,
+    ) -> Option<Backends> {
+        None
+    }
+
     /// A drafter's lookahead cache and activation, on one rank.
     fn draft_overheads(&self, _sizing: &Sizing, _target: &Target) -> (u64, u64) {
         (0, 0)
@@ -148,6 +163,62 @@ pub(crate) struct WiderSplit {
     pub components: &'static [Component],
 }
 
+/// A backend: host RAM, or the i-th device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Host,
+    Device(usize),
+}
+
+/// What one backend holds of an artifact.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BackendTerms {
+    pub weights: u64,
+    pub kv: u64,
+    pub compute: u64,
+    /// The output buffer (host only).
+    pub output: u64,
+    /// Layers assigned to it, the output layer counted as llama.cpp counts it.
+    pub layers: u64,
+}
+
+impl BackendTerms {
+    pub fn total(&self) -> u64 {
+        [self.kv, self.compute, self.output]
+            .into_iter()
+            .fold(self.weights, u64::saturating_add)
+    }
+
+    pub fn add(&mut self, other: &BackendTerms) {
+        self.weights = self.weights.saturating_add(other.weights);
+        self.kv = self.kv.saturating_add(other.kv);
+        self.compute = self.compute.saturating_add(other.compute);
+        self.output = self.output.saturating_add(other.output);
+        self.layers = self.layers.saturating_add(other.layers);
+    }
+}
+
+/// An artifact over every backend, as an engine that places tensors per device allocates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Backends {
+    /// One per device named, in order (unused ones hold nothing).
+    pub devices: Vec<BackendTerms>,
+    pub host: BackendTerms,
+    /// The compute buffers are estimates (not a replay of the scheduler's split).
+    pub estimated: bool,
+    /// Layers offloaded, the output layer counted.
+    pub gpu_layers: u64,
+    /// Offloaded layers whose routed experts stay in host RAM.
+    pub expert_layers_on_host: u64,
+    /// The engine's flags that load this placement.
+    pub command: String,
+    /// How the engine's own fit went, said in words.
+    pub fit: Option<String>,
+    /// The engine's own fit found room for no layer on the devices: the plan does not fit
+    /// them (it would run on the CPU alone).
+    pub fit_left_devices_empty: bool,
+}
+
 /// An artifact the engine allocates whole, not per rank.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Whole {
@@ -155,6 +226,9 @@ pub(crate) struct Whole {
     pub activation_bytes: u64,
     /// What stays in host RAM.
     pub host_bytes: u64,
+    /// The weights as allocated over every backend, when not as stored (llama.cpp: a tied
+    /// embedding's output copy on a device).
+    pub weights_bytes: Option<u64>,
 }
 
 /// What drafting holds and refuses under one engine (`speculative.rs` and

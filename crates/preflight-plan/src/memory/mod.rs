@@ -20,11 +20,11 @@ mod weights;
 
 pub(crate) use buffers::rope_table_bytes;
 pub(crate) use cache::LayerCache;
-pub(crate) use engine::{DraftRules, ServingEngine, Whole, WiderSplit, rank_memory};
+pub(crate) use engine::{Backend, BackendTerms, Backends, DraftRules, ServingEngine, Whole, WiderSplit, rank_memory};
 pub use shape::Replays;
 pub(crate) use shape::{GraphShape, Shape};
 pub use system::{Target, engine_for, fits_as_planned, system};
-pub use weights::{Share, WeightsLayout};
+pub use weights::{NamedTensor, Share, WeightsLayout};
 
 use crate::findings::{Code, Findings};
 use crate::model::Model;
@@ -75,6 +75,8 @@ pub struct Sizing {
     pub(crate) embedding_weights: u64,
     /// No stored lm_head: the output layer is the token embedding again.
     pub(crate) tied_output: bool,
+    /// The GGUF's tensors by name (empty for safetensors): what llama.cpp places one by one.
+    pub(crate) named: std::sync::Arc<[NamedTensor]>,
     /// The graph llama.cpp builds, where its compute buffer is replayed.
     pub(crate) llama_cpp_graph: Option<crate::model::LlamaCppGraph>,
     pub(crate) replays: std::sync::Arc<Replays>,
@@ -270,6 +272,7 @@ pub fn prepare(
             .filter(|((c, _), _)| *c == Component::Embedding)
             .fold(0u64, |acc, (_, s)| acc.saturating_add(s.bytes)),
         tied_output: !inputs.layout.parts.keys().any(|(c, _)| *c == Component::LmHead),
+        named: inputs.layout.named.clone(),
         llama_cpp_graph: model.llama_cpp_graph,
         replays: inputs.replays.clone(),
         layer_groups,
@@ -326,6 +329,7 @@ fn lower_bound(weights: u64, tp: u64, options: &PlanOptions, engine: MemoryEngin
         layer_weights: Vec::new(),
         embedding_weights: 0,
         tied_output: false,
+        named: Default::default(),
         llama_cpp_graph: None,
         replays: Default::default(),
         speculative: None,
@@ -461,8 +465,9 @@ impl Sizing {
                 _ => {
                     let kv = kv_cache.iter().fold(0u64, |acc, g| acc.saturating_add(g.bytes));
                     let activation = whole.map_or(0, |w| w.activation_bytes);
-                    let total = [kv, activation].into_iter().fold(self.weights, u64::saturating_add);
-                    (self.weights, 0, kv, activation, 0, total)
+                    let weights = whole.and_then(|w| w.weights_bytes).unwrap_or(self.weights);
+                    let total = [kv, activation].into_iter().fold(weights, u64::saturating_add);
+                    (weights, 0, kv, activation, 0, total)
                 }
             };
         let speculative = self

@@ -1,9 +1,9 @@
 //! Every artifact together on the devices: each device holds one rank of every artifact,
 //! the smallest decides, and the longest context that fits is searched on the exact figures.
 
-use super::Sizing;
+use super::{BackendTerms, Backends, Sizing};
 use crate::options::{DeviceGroup, Devices, MemoryEngine, PlanOptions};
-use crate::verdict::{ArtifactMemory, DeviceMemory, Format, LimitedBy, Memory, RankMemory};
+use crate::verdict::{ArtifactMemory, DeviceMemory, Format, HostMemory, LimitedBy, Memory, Offload, RankMemory};
 
 /// What a plan is held against on one device: the engine, and the device it names.
 #[derive(Debug, Clone, Copy)]
@@ -53,6 +53,53 @@ fn held_per_rank(sizings: &[&Sizing], context: Option<u64>, target: &Target) -> 
     Some(held)
 }
 
+/// Every device named, in order, each as often as its group counts it.
+fn each_device(devices: &Devices) -> Vec<&DeviceGroup> {
+    devices
+        .groups()
+        .iter()
+        .flat_map(|g| std::iter::repeat_n(g, usize::try_from(g.count).unwrap_or(0)))
+        .collect()
+}
+
+/// Every artifact over the engine's own backends at `context` (each artifact's own when
+/// `None`), summed per device and on the host; `None` when the engine holds one rank a
+/// device (or some artifact's placement is not known).
+fn placed_at(
+    sizings: &[&Sizing],
+    context: Option<u64>,
+    target: &Target,
+    usable: &[u64],
+    full: bool,
+) -> Option<(Vec<BackendTerms>, BackendTerms, Vec<Backends>)> {
+    let unit = target.engine.unit();
+    let mut devices = vec![BackendTerms::default(); usable.len()];
+    let mut host = BackendTerms::default();
+    let mut each = Vec::with_capacity(sizings.len());
+    for sizing in sizings {
+        let placed = unit.backends(sizing, context.unwrap_or(sizing.context), target, usable, full)?;
+        for (sum, d) in devices.iter_mut().zip(&placed.devices) {
+            sum.add(d);
+        }
+        host.add(&placed.host);
+        each.push(placed);
+    }
+    Some((devices, host, each))
+}
+
+/// Whether every device holds its backend's share within its usable bytes, and the host its
+/// own within `host_memory` when given — and the engine's own fit found the devices some use.
+fn backends_fit(
+    placed: &(Vec<BackendTerms>, BackendTerms, Vec<Backends>),
+    usable: &[u64],
+    options: &PlanOptions,
+) -> bool {
+    let (devices, host, each) = placed;
+    devices.iter().zip(usable).all(|(d, u)| d.total() <= *u)
+        && options.host_memory.is_none_or(|h| host.total() <= h)
+        && !each.iter().any(|b| b.fit_left_devices_empty)
+}
+
 /// Whether the system fits its devices at the planned context, as placement asks it of each
 /// candidate count: one rank's memory against the smallest device, and nothing else — no
 /// report, no longest-context search. `None` when some artifact cannot be split.
@@ -63,8 +110,13 @@ pub fn fits_as_planned(sizings: &[&Sizing], options: &PlanOptions, engine: Memor
         options,
         device: Some(smallest),
     };
-    let held = held_per_rank(sizings, None, &target)?;
-    let fits = held.total_bytes <= target.usable_of(smallest);
+    let all = options.devices.as_ref().map(each_device).unwrap_or_default();
+    let usable: Vec<u64> = all.iter().map(|g| target.usable_of(g)).collect();
+    // An engine placing tensors per device: does every layer fit the devices?
+    let fits = match placed_at(sizings, None, &target, &usable, true) {
+        Some(placed) => backends_fit(&placed, &usable, options),
+        None => held_per_rank(sizings, None, &target)?.total_bytes <= target.usable_of(smallest),
+    };
     // A refused architecture's weights are a lower bound: they prove a misfit, never a fit.
     match fits && sizings.iter().any(|s| s.lower_bound) {
         true => None,
@@ -101,7 +153,82 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
     let mut max_context_that_fits = None;
     let mut max_context_limited_by = None;
     let (mut kv_pool_bytes, mut kv_pool_tokens, mut max_concurrency) = (None, None, None);
-    if let (Some(devices), Some(held)) = (devices, &per_rank) {
+    let mut host = None;
+    let mut offload = None;
+    let all = devices.map(each_device).unwrap_or_default();
+    let usable: Vec<u64> = all.iter().map(|g| target.usable_of(g)).collect();
+    let placed = match devices {
+        Some(_) => placed_at(sizings, None, &target, &usable, false),
+        None => None,
+    };
+    if let Some((placed_devices, placed_host, each)) = &placed {
+        // The engine's own placement: each device's terms as it assigns them, host apart.
+        for ((group, terms), usable_bytes) in all.iter().zip(placed_devices).zip(&usable) {
+            let total = terms.total();
+            per_device.push(DeviceMemory {
+                device: group.name.clone(),
+                capacity_bytes: group.capacity_bytes,
+                cuda_visible_bytes: group.cuda_visible_bytes,
+                usable_bytes: *usable_bytes,
+                weights_bytes: terms.weights,
+                buffers_bytes: 0,
+                kv_cache_bytes: terms.kv,
+                activation_bytes: terms.compute,
+                non_torch_bytes: 0,
+                total_bytes: total,
+                headroom_bytes: i64::try_from(i128::from(*usable_bytes) - i128::from(total)).unwrap_or(i64::MIN),
+                fits: !lower_bound && total <= *usable_bytes,
+                layers: Some(terms.layers),
+                estimated: match each.iter().any(|b| b.estimated) && terms.compute > 0 {
+                    true => vec!["activation_bytes".to_owned()],
+                    false => Vec::new(),
+                },
+            });
+        }
+        let total = placed_host.total();
+        host = Some(HostMemory {
+            weights_bytes: placed_host.weights,
+            buffers_bytes: 0,
+            kv_cache_bytes: placed_host.kv,
+            activation_bytes: placed_host.compute.saturating_add(placed_host.output),
+            non_torch_bytes: 0,
+            total_bytes: total,
+            compute_bytes: placed_host.compute,
+            output_bytes: placed_host.output,
+            layers: placed_host.layers,
+            capacity_bytes: options.host_memory,
+            headroom_bytes: options
+                .host_memory
+                .map(|h| i64::try_from(i128::from(h) - i128::from(total)).unwrap_or(i64::MIN)),
+            fits: options.host_memory.map(|h| !lower_bound && total <= h),
+            estimated: match each.iter().any(|b| b.estimated) {
+                true => vec!["activation_bytes".to_owned()],
+                false => Vec::new(),
+            },
+        });
+        if let [one] = each.as_slice() {
+            offload = Some(Offload {
+                gpu_layers: one.gpu_layers,
+                layers: sizings[0].layer_groups.len() as u64 + 1,
+                expert_layers_on_host: one.expert_layers_on_host,
+                fit: one.fit.clone().unwrap_or_default(),
+                command: one.command.clone(),
+            });
+        }
+        let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
+        let fits_at = |context: u64| {
+            placed_at(sizings, Some(context), &target, &usable, false)
+                .is_some_and(|placed| backends_fit(&placed, &usable, options))
+        };
+        if !refused {
+            let fitting = largest_passing(longest, fits_at);
+            max_context_that_fits = Some(fitting);
+            max_context_limited_by = Some(match fitting == longest {
+                true => LimitedBy::Model,
+                false => LimitedBy::Memory,
+            });
+        }
+    } else if let (Some(devices), Some(held)) = (devices, &per_rank) {
         for group in devices.groups() {
             let target = Target {
                 device: Some(group),
@@ -122,6 +249,8 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 headroom_bytes: i64::try_from(i128::from(usable_bytes) - i128::from(held.total_bytes))
                     .unwrap_or(i64::MIN),
                 fits: !lower_bound && held.total_bytes <= usable_bytes,
+                layers: None,
+                estimated: Vec::new(),
             };
             per_device.extend((0..group.count).map(|_| device.clone()));
         }
@@ -147,7 +276,11 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
             });
         }
     }
-    let all_fit = per_device.iter().all(|d| d.total_bytes <= d.usable_bytes);
+    let all_fit = per_device.iter().all(|d| d.total_bytes <= d.usable_bytes)
+        && host.as_ref().is_none_or(|h| h.fits != Some(false))
+        && !placed
+            .as_ref()
+            .is_some_and(|(_, _, each)| each.iter().any(|b| b.fit_left_devices_empty));
     // A refused artifact's figures are lower bounds: they can prove a plan does not fit,
     // never that it does.
     let fits = match (per_device.is_empty(), refused, all_fit) {
@@ -192,6 +325,8 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         does_not_run: None,
         max_context_that_fits,
         max_context_limited_by,
+        host,
+        offload,
         throughput_bounds: None,
     };
     (memory, tight)

@@ -27,6 +27,16 @@ pub struct WeightsLayout {
     /// Bytes of each decoder layer's tensors: what llama.cpp leaves in host RAM for the
     /// layers `--gpu-layers` does not offload.
     pub(super) layer_bytes: BTreeMap<u32, u64>,
+    /// A GGUF's tensors by name, in header order: what llama.cpp places by name (its layer
+    /// classes, `--override-tensor`). Empty for safetensors.
+    pub(super) named: std::sync::Arc<[NamedTensor]>,
+}
+
+/// One stored tensor's name and bytes.
+#[derive(Debug, Clone)]
+pub struct NamedTensor {
+    pub name: Box<str>,
+    pub bytes: u64,
 }
 
 impl WeightsLayout {
@@ -39,6 +49,10 @@ impl WeightsLayout {
     pub fn add_layer(&mut self, layer: u32, bytes: u64) {
         let held = self.layer_bytes.entry(layer).or_default();
         *held = held.saturating_add(bytes);
+    }
+
+    pub fn set_named(&mut self, named: Vec<NamedTensor>) {
+        self.named = named.into();
     }
 
     pub fn add_unplaced(&mut self, bytes: u64) {

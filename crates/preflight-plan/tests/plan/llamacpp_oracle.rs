@@ -39,7 +39,7 @@ fn rows() -> Vec<Value> {
 }
 
 /// Each stub's facts, parsed once.
-fn facts(file: &str) -> ArtifactFacts {
+pub fn facts(file: &str) -> ArtifactFacts {
     static CACHE: OnceLock<BTreeMap<String, ArtifactFacts>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| {
         let mut all = BTreeMap::new();
@@ -200,11 +200,12 @@ fn every_measured_row_matches_what_llama_cpp_allocated() {
 }
 
 /// The Llama-3.1-8B Q4_K_M-like stub at 4,096 tokens on one L4, offloading `gpu_layers`.
-fn offloaded(gpu_layers: Option<u64>) -> preflight_plan::ArtifactMemory {
+fn offloaded(gpu_layers: Option<u64>) -> (preflight_plan::ArtifactMemory, preflight_plan::HostMemory) {
     let knob = gpu_layers.map_or(String::new(), |n| format!(r#", "gpu_layers": {n}"#));
     let json = format!(r#"{{"engine": "llama.cpp", "context": 4096, "devices": "l4:1"{knob}}}"#);
     let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(&json)).expect("valid options");
-    verdict.artifacts[0].memory.clone().expect("memory")
+    let host = verdict.memory.expect("memory").host.expect("host");
+    (verdict.artifacts[0].memory.clone().expect("memory"), host)
 }
 
 /// Token embedding of the stub: 128,256 rows of 4,096 Q4_K elements, 16 blocks of 144 bytes.
@@ -213,12 +214,18 @@ const LLAMA_TOKEN_EMBD: u64 = 128_256 * 16 * 144;
 const LLAMA_OUTPUT: u64 = 128_256 * 4;
 /// One layer's KV at 4,096 cells: 8 KV heads × 128 × (K + V) × f16.
 const LLAMA_LAYER_KV: u64 = 4096 * 8 * 128 * 2 * 2;
+/// The host compute buffer with every layer offloaded (an estimate): the embedding's rows of
+/// the 512-token micro-batch, 512 × 4,096 × f32.
+const LLAMA_INPUT_ROWS: u64 = 512 * 4096 * 4;
 
 #[test]
 fn offloading_keeps_the_token_embedding_and_the_output_buffer_in_host_ram() {
-    let m = offloaded(None);
+    let (m, host) = offloaded(None);
     let rank = m.per_rank.clone().expect("per rank");
-    assert_eq!(m.host_bytes, Some(LLAMA_TOKEN_EMBD + LLAMA_OUTPUT));
+    assert_eq!(host.weights_bytes, LLAMA_TOKEN_EMBD);
+    assert_eq!(host.output_bytes, LLAMA_OUTPUT);
+    assert_eq!(host.compute_bytes, LLAMA_INPUT_ROWS);
+    assert_eq!(m.host_bytes, Some(LLAMA_TOKEN_EMBD + LLAMA_OUTPUT + LLAMA_INPUT_ROWS));
     assert_eq!(rank.weights_bytes, m.weights_bytes - LLAMA_TOKEN_EMBD);
     assert_eq!(rank.kv_cache_bytes, m.kv_cache_bytes);
 }
@@ -227,21 +234,28 @@ fn offloading_keeps_the_token_embedding_and_the_output_buffer_in_host_ram() {
 fn layers_gpu_layers_leaves_behind_stay_in_host_ram_with_their_kv() {
     // `--gpu-layers 17` of 32 layers + output: llama.cpp offloads the output layer and the
     // last 16 layers, so the first 16 and their KV stay on the host.
-    let all = offloaded(None);
-    let some = offloaded(Some(17));
+    let (all, all_host) = offloaded(None);
+    let (some, host) = offloaded(Some(17));
     let rank = some.per_rank.clone().expect("per rank");
     assert_eq!(rank.kv_cache_bytes, 16 * LLAMA_LAYER_KV);
-    let host_weights = some.host_bytes.expect("host") - 16 * LLAMA_LAYER_KV - LLAMA_OUTPUT;
-    assert_eq!(rank.weights_bytes + host_weights, some.weights_bytes);
-    assert!(host_weights > all.host_bytes.expect("host") - LLAMA_OUTPUT);
-    // `--gpu-layers 0`: nothing but the compute buffer on the device.
-    let none = offloaded(Some(0));
-    let rank = none.per_rank.clone().expect("per rank");
-    assert_eq!((rank.weights_bytes, rank.kv_cache_bytes), (0, 0));
+    assert_eq!(host.kv_cache_bytes, 16 * LLAMA_LAYER_KV);
+    assert_eq!(rank.weights_bytes + host.weights_bytes, some.weights_bytes);
+    assert!(host.weights_bytes > all_host.weights_bytes);
+    assert_eq!(host.layers, 16);
+    // The host runs layers now: it reserves the whole graph's compute buffer (an estimate).
     assert_eq!(
-        none.host_bytes,
-        Some(none.weights_bytes + none.kv_cache_bytes + LLAMA_OUTPUT)
+        host.compute_bytes,
+        all.activation_bytes - LLAMA_OUTPUT - LLAMA_INPUT_ROWS
     );
+    // `--gpu-layers 0`: nothing on the device, everything in host RAM.
+    let (none, host) = offloaded(Some(0));
+    let rank = none.per_rank.clone().expect("per rank");
+    assert_eq!(
+        (rank.weights_bytes, rank.kv_cache_bytes, rank.activation_bytes),
+        (0, 0, 0)
+    );
+    assert_eq!(none.host_bytes, Some(none.total_bytes));
+    assert_eq!(host.total_bytes, none.total_bytes);
 }
 
 #[test]
@@ -254,15 +268,20 @@ fn without_devices_everything_is_in_host_ram() {
 
 #[test]
 fn several_devices_split_the_offloaded_layers_between_them() {
-    // llama.cpp's default `--split-mode layer`: each of two devices holds half the offloaded
-    // weights and half the KV, and a compute buffer of its own.
+    // llama.cpp's default `--split-mode layer`, split by memory: two equal devices take
+    // layers k/33 < 0.5 (k = 0…16, 17 layers) and the rest (15 layers and the output), each
+    // with its layers' KV and a compute buffer of its own.
     let json = r#"{"engine": "llama.cpp", "context": 4096, "devices": "l4:2"}"#;
     let verdict = plan(&[facts("Llama-3.1-8B-Q4_K_M-like.gguf")], &options(json)).expect("valid options");
-    let m = verdict.artifacts[0].memory.clone().expect("memory");
-    let rank = m.per_rank.clone().expect("per rank");
-    assert_eq!(rank.weights_bytes, (m.weights_bytes - LLAMA_TOKEN_EMBD).div_ceil(2));
-    assert_eq!(rank.kv_cache_bytes, 32 * LLAMA_LAYER_KV / 2);
-    assert_eq!(rank.activation_bytes, m.activation_bytes - LLAMA_OUTPUT);
+    let system = verdict.memory.expect("system");
+    let kv: Vec<u64> = system.per_device.iter().map(|d| d.kv_cache_bytes).collect();
+    assert_eq!(kv, [17 * LLAMA_LAYER_KV, 15 * LLAMA_LAYER_KV]);
+    let layers: Vec<Option<u64>> = system.per_device.iter().map(|d| d.layers).collect();
+    assert_eq!(layers, [Some(17), Some(16)]);
+    assert_eq!(
+        system.per_device[0].activation_bytes,
+        system.per_device[1].activation_bytes
+    );
 }
 
 #[test]

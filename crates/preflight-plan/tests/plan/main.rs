@@ -23,6 +23,7 @@ mod hybrid;
 mod kv;
 mod kv_gemma4_llama4;
 mod llamacpp;
+mod llamacpp_offload;
 mod llamacpp_oracle;
 mod no_panic;
 mod performance_oracle;

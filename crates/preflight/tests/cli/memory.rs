@@ -176,6 +176,65 @@ fn the_bundled_gguf_plans_llama_cpps_kv_cache_end_to_end() {
 }
 
 #[test]
+fn llama_cpp_offload_flags_place_layers_and_show_host_ram() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("Qwen/Qwen3-8B-GGUF", dir.path());
+    let gguf = repo.join("Qwen3-8B-Q4_K_M.gguf");
+    let gguf = gguf.to_str().expect("utf8");
+    let flags = [
+        "--context",
+        "8192",
+        "--devices",
+        "l4:2",
+        "--gpu-layers",
+        "20",
+        "--tensor-split",
+        "3,1",
+        "--override-tensor",
+        "output=CUDA1",
+        "--no-kv-offload",
+        "--host-memory",
+        "64GiB",
+    ];
+    let mut argv = vec!["plan", gguf];
+    argv.extend_from_slice(&flags);
+    let out = preflight(&argv);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "host RAM",
+        "/ 64.00 GiB host memory  fits",
+        "estimate",
+        "-ngl 20 -ts 3,1",
+        "-nkvo",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    argv.push("--json");
+    let out = preflight(&argv);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let m = &v["memory"];
+    // Every layer's cells on the host (`--no-kv-offload`); the devices' and the host's terms
+    // sum to the block's.
+    assert_eq!(m["host"]["kv_cache_bytes"], m["kv_cache_bytes"]);
+    let devices: u64 = m["per_device"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .map(|d| d["total_bytes"].as_u64().expect("n"))
+        .sum();
+    assert_eq!(
+        devices + m["host"]["total_bytes"].as_u64().expect("n"),
+        m["total_bytes"].as_u64().expect("n")
+    );
+    assert_eq!(m["offload"]["gpu_layers"], 20);
+    // The same knobs under vLLM are bad usage, naming the option.
+    let out = preflight(&["plan", gguf, "--engine", "vllm", "--n-cpu-moe", "4"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("n_cpu_moe"));
+}
+
+#[test]
 fn deepseek_v3_on_eight_h200s_fits_its_whole_context() {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = materialize("deepseek-ai/DeepSeek-V3", dir.path());

@@ -38,8 +38,6 @@ pub struct Knobs {
     /// `--flash-attn auto` resolves to on wherever the backend runs the op (every backend
     /// preflight plans for: `llama_init_from_model`, llama-context.cpp:3822).
     pub flash_attn: bool,
-    /// `--n-gpu-layers`: `None` is every layer and the output layer.
-    pub gpu_layers: Option<u64>,
     /// `--kv-unified`: one stream for every sequence.
     pub kv_unified: bool,
     /// `--swa-full`: windowed layers cache every cell.
@@ -52,7 +50,6 @@ impl Knobs {
         Knobs {
             ubatch: options.ubatch.unwrap_or(DEFAULT_UBATCH).min(batch),
             flash_attn: options.flash_attn.unwrap_or(true),
-            gpu_layers: options.gpu_layers,
             kv_unified: options.kv_unified,
             swa_full: options.swa_full,
         }
@@ -207,53 +204,42 @@ pub fn engine_mixer(mixer: Mixer) -> Mixer {
     }
 }
 
-/// Layers `--n-gpu-layers N` leaves on the CPU: `i_gpu_start = max(n_layer + 1 − N, 0)`
-/// (llama-model.cpp:1589), so the first layers stay in host RAM and the output layer is the
-/// first offloaded. Returns how many repeating layers stay, and whether the output layer does.
-pub fn host_layers(gpu_layers: Option<u64>, layers: u64) -> (u64, bool) {
-    match gpu_layers {
-        None => (0, false),
-        Some(n) => {
-            let start = layers.saturating_add(1).saturating_sub(n);
-            (start.min(layers), start > layers)
-        }
-    }
-}
-
 /// What llama.cpp allocates for one artifact, and the part of it that stays in host RAM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Buffers {
-    /// Model weights on the target (the devices' share when devices are named).
+    /// Model weights on the CPU backend; with devices, the busiest device's.
     pub weights: u64,
     pub kv: u64,
     pub compute: u64,
     pub output: u64,
     /// Bytes in host RAM rather than on a device: on the CPU backend all of the above; with
-    /// devices, the token embedding, the layers `--gpu-layers` leaves behind with their KV,
-    /// and the output buffer (a host buffer, llama-context.cpp:2180).
+    /// devices, `memory.host`'s total (see `offload.rs`).
     pub host: u64,
 }
 
-impl Buffers {
-    /// What the target device holds: everything on the CPU backend, else all but host RAM.
-    pub fn on_target(&self, device: bool) -> (u64, u64, u64) {
-        match device {
-            false => (self.weights, self.kv, self.compute.saturating_add(self.output)),
-            true => (self.weights, self.kv, self.compute),
-        }
+/// llama.cpp's buffers for `sizing` at `context` tokens a sequence on the CPU backend (what
+/// `oracles/llamacpp/` measured): the whole model, its cells, the compute and output buffers.
+pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
+    let (ctx, compute, output) = reserved(sizing, context, target);
+    let kv = ctx.kv(&sizing.caches);
+    Buffers {
+        weights: sizing.weights,
+        kv,
+        compute,
+        output,
+        host: sizing
+            .weights
+            .saturating_add(kv)
+            .saturating_add(compute)
+            .saturating_add(output),
     }
 }
 
-/// llama.cpp's buffers for `sizing` at `context` tokens a sequence, on one device of the
-/// target. Without a device the target is the CPU backend (what `oracles/llamacpp/`
-/// measured); with devices, layers are offloaded as `--gpu-layers` says and spread evenly
-/// over the devices (`--split-mode layer`, the default: llama.cpp splits layers, not
-/// tensors), each with a compute buffer modelled as the CPU's (a GPU backend's own figure is
-/// not verified).
-pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
+/// The context llama.cpp creates, its compute buffer (replayed where the family names the
+/// graph, else estimated) and its output buffer.
+pub fn reserved(sizing: &Sizing, context: u64, target: &Target) -> (Context, u64, u64) {
     let knobs = Knobs::resolve(target.options);
     let ctx = Context::new(context, sizing.sequences, &knobs);
-    let kv = ctx.kv(&sizing.caches);
     let compute = match sizing.llama_cpp_graph {
         Some(graph) => sizing
             .replays
@@ -261,55 +247,7 @@ pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
         None => ctx.compute(&sizing.shape, &sizing.caches, knobs.flash_attn),
     };
     let output = ctx.output(&sizing.shape);
-    if target.device.is_none() {
-        return Buffers {
-            weights: sizing.weights,
-            kv,
-            compute,
-            output,
-            host: sizing
-                .weights
-                .saturating_add(kv)
-                .saturating_add(compute)
-                .saturating_add(output),
-        };
-    }
-    let devices = sizing.tensor_parallel.max(1);
-    let layers = sizing.layer_groups.len() as u64;
-    let (host_layers, host_output) = host_layers(knobs.gpu_layers, layers);
-    let kept = usize::try_from(host_layers).unwrap_or(usize::MAX);
-    let host_kv = sizing.layer_groups.iter().take(kept).flatten().fold(0u64, |acc, g| {
-        acc.saturating_add(sizing.caches.get(*g).map_or(0, |c| ctx.layer_bytes(c)))
-    });
-    let layer_weights = |range: &[u64]| range.iter().fold(0u64, |acc, b| acc.saturating_add(*b));
-    let all_layers = layer_weights(&sizing.layer_weights);
-    // The output layer: the final norm and lm_head, or with tied embeddings a copy of the
-    // token embedding made for the output device (`TENSOR_DUPLICATED`, models/llama.cpp:45).
-    let output_layer = sizing
-        .weights
-        .saturating_sub(sizing.embedding_weights)
-        .saturating_sub(all_layers);
-    let duplicate = match (sizing.tied_output, host_output) {
-        (true, false) => sizing.embedding_weights,
-        _ => 0,
-    };
-    let host_weights = sizing
-        .embedding_weights
-        .saturating_add(layer_weights(
-            sizing.layer_weights.get(..kept).unwrap_or(&sizing.layer_weights),
-        ))
-        .saturating_add(if host_output { output_layer } else { 0 });
-    Buffers {
-        weights: sizing
-            .weights
-            .saturating_sub(host_weights)
-            .saturating_add(duplicate)
-            .div_ceil(devices),
-        kv: kv.saturating_sub(host_kv).div_ceil(devices),
-        compute,
-        output,
-        host: host_weights.saturating_add(host_kv).saturating_add(output),
-    }
+    (ctx, compute, output)
 }
 
 /// ggml-alloc's reservation for `graph` at `shape`: the graph built as llama.cpp builds it,
@@ -731,7 +669,6 @@ mod tests {
         let knobs = Knobs {
             ubatch: 512,
             flash_attn: true,
-            gpu_layers: None,
             kv_unified: false,
             swa_full: false,
         };
@@ -769,15 +706,5 @@ mod tests {
         assert_ne!(engine_mixer(mamba), mamba);
         let attention = Mixer::full(8, 128);
         assert_eq!(engine_mixer(attention), attention);
-    }
-
-    #[test]
-    fn gpu_layers_offload_the_output_layer_first() {
-        assert_eq!(host_layers(None, 32), (0, false));
-        assert_eq!(host_layers(Some(0), 32), (32, true));
-        assert_eq!(host_layers(Some(1), 32), (32, false));
-        assert_eq!(host_layers(Some(10), 32), (23, false));
-        assert_eq!(host_layers(Some(33), 32), (0, false));
-        assert_eq!(host_layers(Some(999), 32), (0, false));
     }
 }

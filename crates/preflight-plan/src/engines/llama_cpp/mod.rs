@@ -5,9 +5,10 @@
 
 pub(crate) mod ggml;
 pub(crate) mod memory;
+pub(crate) mod offload;
 pub(crate) mod runtime;
 
-use crate::memory::{DraftRules, ServingEngine, Sizing, Target, Whole, exact_cache_use};
+use crate::memory::{Backends, DraftRules, ServingEngine, Sizing, Target, Whole, exact_cache_use};
 use crate::model::Mixer;
 use crate::options::{ComputeDtype, OptionsError, PlanOptions, Speculative};
 use crate::verdict::Engine;
@@ -50,6 +51,13 @@ impl ServingEngine for LlamaCpp {
             ("gpu_layers", options.gpu_layers.is_some()),
             ("kv_unified", options.kv_unified),
             ("swa_full", options.swa_full),
+            ("n_cpu_moe", options.n_cpu_moe.is_some()),
+            ("override_tensor", !options.override_tensor.is_empty()),
+            ("no_kv_offload", options.no_kv_offload),
+            ("split_mode", options.split_mode.is_some()),
+            ("tensor_split", options.tensor_split.is_some()),
+            ("fit", options.fit.is_some()),
+            ("host_memory", options.host_memory.is_some()),
         ]
         .into_iter()
         .filter_map(|(name, given)| given.then_some(name))
@@ -115,11 +123,41 @@ impl ServingEngine for LlamaCpp {
         1.0
     }
 
-    /// What the target device holds: its layers' weights and cells, and the compute buffer.
+    /// What a device holds: everything on the CPU backend; with devices, the busiest one's
+    /// weights, cells and compute buffer (each device's are `memory.per_device`).
     fn rank_terms(&self, sizing: &Sizing, _rank_weights: u64, context: u64, target: &Target) -> Option<[u64; 5]> {
-        let buffers = memory::buffers(sizing, context, target);
-        let (weights, kv, activation) = buffers.on_target(target.device.is_some());
-        Some([weights, 0, kv, activation, 0])
+        if target.device.is_none() {
+            let b = memory::buffers(sizing, context, target);
+            return Some([b.weights, 0, b.kv, b.compute.saturating_add(b.output), 0]);
+        }
+        let placed = self.backends(sizing, context, target, &usable(target), false)?;
+        let busiest = placed
+            .devices
+            .iter()
+            .max_by_key(|d| d.total())
+            .copied()
+            .unwrap_or_default();
+        Some([busiest.weights, 0, busiest.kv, busiest.compute, 0])
+    }
+
+    /// Tensors, cells and compute buffers on each backend, as `load_tensors` and the fit
+    /// place them (`offload.rs`).
+    fn backends(&self, sizing: &Sizing, context: u64, target: &Target, usable: &[u64], full: bool) -> Option<Backends> {
+        if sizing.lower_bound || usable.is_empty() {
+            return None;
+        }
+        let (ctx, compute, output) = memory::reserved(sizing, context, target);
+        let placer = offload::Placer::new(sizing, target.options, ctx, compute, output, usable.to_vec());
+        let (layout, fit) = placer.resolve(full);
+        let mut placed = placer.place(&layout);
+        placed.fit_left_devices_empty = fit == offload::Fit::Fitted && placed.gpu_layers == 0;
+        placed.fit = Some(match fit {
+            offload::Fit::Off => "off".to_owned(),
+            offload::Fit::Unchanged => "unchanged: every device keeps llama.cpp's 1 GiB margin as asked".to_owned(),
+            offload::Fit::Fitted => "fitted: llama.cpp's fit chose the layers (common/fit.cpp)".to_owned(),
+            offload::Fit::NotRun(why) => format!("not run ({why}): llama.cpp warns and loads as asked"),
+        });
+        Some(placed)
     }
 
     /// Whole 256-cell streams, and windows of a micro-batch more.
@@ -138,19 +176,45 @@ impl ServingEngine for LlamaCpp {
             .collect()
     }
 
-    /// The compute buffer and the output buffer, wherever that sits.
+    /// The compute buffers and the output buffer, wherever they sit, and host RAM.
     fn whole(&self, sizing: &Sizing, context: u64, target: &Target) -> Option<Whole> {
         if sizing.lower_bound {
             return None;
+        }
+        if target.device.is_some()
+            && let Some(placed) = self.backends(sizing, context, target, &usable(target), false)
+        {
+            let sum = |f: fn(&crate::memory::BackendTerms) -> u64| {
+                placed
+                    .devices
+                    .iter()
+                    .fold(f(&placed.host), |acc, d| acc.saturating_add(f(d)))
+            };
+            return Some(Whole {
+                activation_bytes: sum(|t| t.compute.saturating_add(t.output)),
+                host_bytes: placed.host.total(),
+                weights_bytes: Some(sum(|t| t.weights)),
+            });
         }
         let buffers = memory::buffers(sizing, context, target);
         Some(Whole {
             activation_bytes: buffers.compute.saturating_add(buffers.output),
             host_bytes: buffers.host,
+            weights_bytes: None,
         })
     }
 
     fn reports_pool(&self) -> bool {
         false
     }
+}
+
+/// Each device's usable bytes, in `devices` order.
+fn usable(target: &Target) -> Vec<u64> {
+    target.options.devices.as_ref().map_or_else(Vec::new, |d| {
+        d.groups()
+            .iter()
+            .flat_map(|g| std::iter::repeat_n(target.usable_of(g), usize::try_from(g.count).unwrap_or(0)))
+            .collect()
+    })
 }
