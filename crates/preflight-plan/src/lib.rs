@@ -271,6 +271,7 @@ pub fn plan_with_case<F: Borrow<ArtifactFacts>>(
         (memory.as_mut(), loads.as_slice(), placed.as_ref(), options.speculative)
     {
         memory.throughput_bounds = throughput::bounds(load, &devices, p.options.tensor_parallel_degree());
+        throughput::withhold_split_decode(memory, options);
     }
     let mut summary = Summary::default();
     for finding in artifacts.iter().flat_map(|a| &a.findings) {

@@ -8,7 +8,7 @@ use crate::devices::Device;
 use crate::model::{Mixer, Model, Span};
 use crate::options::{DeviceGroup, PlanOptions};
 use crate::runtimes::Weights;
-use crate::verdict::{ArtifactMemory, Component, Parameters, ThroughputBounds};
+use crate::verdict::{ArtifactMemory, Component, Memory, Parameters, ThroughputBounds};
 
 /// What one artifact costs a token, per tensor-parallel rank, before any device is chosen.
 #[derive(Debug, Clone)]
@@ -163,5 +163,29 @@ pub fn bounds(load: &Load, devices: &[DeviceGroup], tensor_parallel: u64) -> Opt
         active_weights_bytes_per_rank: load.active_weights_bytes_per_rank,
         prefill_flops_per_token: load.flops_per_token,
         compute_dtype: compute_dtype.to_owned(),
+        decode_withheld: None,
     })
+}
+
+/// A llama.cpp placement over several devices, or partly in host RAM, runs a token through
+/// each holder in turn, the host's share at a bandwidth the catalogue does not give: one rank's
+/// bytes over one device's bandwidth would overstate the decode bound, so it is withheld.
+pub(crate) fn withhold_split_decode(memory: &mut Memory, options: &PlanOptions) {
+    let Some(offload) = memory.offload.as_ref() else { return };
+    let holders = memory.per_device.iter().filter(|d| d.layers.unwrap_or(0) > 0).count();
+    let why = if offload.gpu_layers < offload.layers
+        || offload.expert_layers_on_host > 0
+        || !options.override_tensor.is_empty()
+        || options.no_kv_offload
+    {
+        "weights or KV cache in host RAM are read at the host's bandwidth, not a device's"
+    } else if holders > 1 {
+        "a layer split runs its devices one after another for each token"
+    } else {
+        return;
+    };
+    if let Some(bounds) = memory.throughput_bounds.as_mut() {
+        bounds.decode_tokens_per_s = None;
+        bounds.decode_withheld = Some(why.to_owned());
+    }
 }

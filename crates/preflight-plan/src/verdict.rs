@@ -678,6 +678,11 @@ pub struct ThroughputBounds {
     /// The peak the prefill bound uses: `bf16`, `fp8` or `fp4` (the weights' own type when
     /// the device computes it natively, else bf16).
     pub compute_dtype: String,
+    /// Why `decode_tokens_per_s` is null though the devices have vendor figures: llama.cpp
+    /// runs a layer split one device after another and reads host-held weights at the host's
+    /// bandwidth, which one rank's bytes over one device's bandwidth would overstate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decode_withheld: Option<String>,
 }
 
 /// Serving performance under the `workload` option: an **estimate** (`estimate` is always

@@ -796,18 +796,17 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         let _ = writeln!(out, "{line}");
     }
     if let Some(b) = &m.throughput_bounds {
-        let rate = |r: Option<f64>| {
-            r.map_or_else(
-                || "unknown (no vendor figure)".to_owned(),
-                |r| format!("≤ {} tokens/s", thousands(r.round() as u64)),
-            )
+        let rate = |r: Option<f64>, withheld: Option<&String>| match (r, withheld) {
+            (Some(r), _) => format!("≤ {} tokens/s", thousands(r.round() as u64)),
+            (None, Some(why)) => format!("not bounded ({why})"),
+            (None, None) => "unknown (no vendor figure)".to_owned(),
         };
         let _ = writeln!(
             out,
             "  BOUNDS (upper bounds, not predictions): decode {} per sequence ({} read a step on each rank) · prefill {} at {} peak",
-            rate(b.decode_tokens_per_s),
+            rate(b.decode_tokens_per_s, b.decode_withheld.as_ref()),
             bytes(b.decode_bytes_per_rank),
-            rate(b.prefill_tokens_per_s),
+            rate(b.prefill_tokens_per_s, None),
             b.compute_dtype
         );
     }

@@ -419,3 +419,26 @@ fn gpt_oss_120b_over_two_cards_splits_as_asked_and_as_fitted() {
         .expect("host");
     assert_eq!(host.fits, Some(host.total_bytes <= 64 * GIB));
 }
+
+/// The decode bound reads one rank's bytes at one device's bandwidth: true of a model whole on
+/// one device, an overstatement of a layer split (its devices run one after another) or of
+/// anything in host RAM. There it is withheld, with why, and the prefill bound stays.
+#[test]
+fn the_decode_bound_is_withheld_where_a_token_crosses_devices_or_the_host() {
+    let bounds = |json: &str| memory(LLAMA, json).throughput_bounds.expect("bounds");
+    let whole = bounds(r#"{"context": 8192, "devices": "rtx-4090:1", "gpu_layers": "all"}"#);
+    assert!(
+        whole.decode_tokens_per_s.is_some() && whole.decode_withheld.is_none(),
+        "{whole:?}"
+    );
+    for json in [
+        r#"{"context": 8192, "devices": "rtx-4090:2", "tensor_split": "1,1"}"#,
+        r#"{"context": 8192, "devices": "rtx-4090:1", "gpu_layers": 10}"#,
+        r#"{"context": 8192, "devices": "rtx-4090:1", "gpu_layers": "all", "no_kv_offload": true}"#,
+    ] {
+        let b = bounds(json);
+        assert!(b.decode_tokens_per_s.is_none(), "{json}: {b:?}");
+        assert!(b.decode_withheld.is_some(), "{json}: {b:?}");
+        assert_eq!(b.prefill_tokens_per_s, whole.prefill_tokens_per_s, "{json}");
+    }
+}
