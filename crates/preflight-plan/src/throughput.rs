@@ -5,6 +5,7 @@
 //! catalogue; `docs/throughput.md` gives the formula, its units and what it leaves out.
 
 use crate::devices::Device;
+use crate::memory::{Share, part_bytes};
 use crate::model::{Mixer, Model, Span};
 use crate::options::{DeviceGroup, PlanOptions};
 use crate::runtimes::Weights;
@@ -31,14 +32,11 @@ pub fn load(
     let rank = memory.per_rank.as_ref()?;
     let tp = rank.tensor_parallel.max(1);
     // A what-if type re-prices the experts as it re-prices every linear layer.
-    let expert_bytes = match options.weights_dtype {
-        Some(dtype) => {
-            let params = parameters.by_component.get(&Component::Experts).copied().unwrap_or(0);
-            let (per, bytes) = dtype.rate();
-            u64::try_from(u128::from(params) * u128::from(bytes) / u128::from(per)).unwrap_or(u64::MAX)
-        }
-        None => routed_expert_bytes,
+    let routed = Share {
+        params: parameters.by_component.get(&Component::Experts).copied().unwrap_or(0),
+        bytes: routed_expert_bytes,
     };
+    let expert_bytes = part_bytes(Component::Experts, routed, options.weights_dtype);
     let idle_experts = model.moe.as_ref().map_or(0, |moe| {
         let idle = moe.experts.saturating_sub(moe.active);
         let share = u128::from(expert_bytes.div_ceil(tp)) * u128::from(idle) / u128::from(moe.experts.max(1));

@@ -24,6 +24,7 @@ pub(crate) use engine::{Backend, BackendTerms, Backends, DraftRules, ServingEngi
 pub use shape::Replays;
 pub(crate) use shape::{GraphShape, Shape};
 pub use system::{Target, engine_for, fits_as_planned, system};
+pub(crate) use weights::part_bytes;
 pub use weights::{NamedTensor, Share, WeightsLayout};
 
 use crate::findings::{Code, Findings};
@@ -31,7 +32,7 @@ use crate::model::Model;
 use crate::options::{ComputeDtype, Devices, KvDtype, MemoryEngine, PlanOptions, WeightsDtype};
 use crate::verdict::{ArtifactMemory, Component, Format, KvCacheGroup, Parameters, RankMemory};
 use cache::layer_cache;
-use weights::{part_bytes, tensor_parallel_split, weights_bytes};
+use weights::{tensor_parallel_split, weights_bytes};
 
 /// What sizing one artifact needs beyond its architecture.
 pub struct Inputs<'a> {

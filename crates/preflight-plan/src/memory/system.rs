@@ -215,18 +215,12 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 command: one.command.clone(),
             });
         }
-        let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
-        let fits_at = |context: u64| {
-            placed_at(sizings, Some(context), &target, &usable, false)
-                .is_some_and(|placed| backends_fit(&placed, &usable, options))
-        };
         if !refused {
-            let fitting = largest_passing(longest, fits_at);
-            max_context_that_fits = Some(fitting);
-            max_context_limited_by = Some(match fitting == longest {
-                true => LimitedBy::Model,
-                false => LimitedBy::Memory,
+            let (fitting, limited_by) = longest_that_fits(sizings, |context| {
+                placed_at(sizings, Some(context), &target, &usable, false)
+                    .is_some_and(|placed| backends_fit(&placed, &usable, options))
             });
+            (max_context_that_fits, max_context_limited_by) = (Some(fitting), Some(limited_by));
         }
     } else if let (Some(devices), Some(held)) = (devices, &per_rank) {
         for group in devices.groups() {
@@ -265,15 +259,11 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         {
             (kv_pool_tokens, max_concurrency) = engine.unit().capacity(sizing, pool, &target);
         }
-        let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
-        let fits_at = |context: u64| per_rank_at(Some(context), &target).is_some_and(|r| r.total_bytes <= usable);
         if !refused {
-            let fitting = largest_passing(longest, fits_at);
-            max_context_that_fits = Some(fitting);
-            max_context_limited_by = Some(match fitting == longest {
-                true => LimitedBy::Model,
-                false => LimitedBy::Memory,
+            let (fitting, limited_by) = longest_that_fits(sizings, |context| {
+                per_rank_at(Some(context), &target).is_some_and(|r| r.total_bytes <= usable)
             });
+            (max_context_that_fits, max_context_limited_by) = (Some(fitting), Some(limited_by));
         }
     }
     let all_fit = per_device.iter().all(|d| d.total_bytes <= d.usable_bytes)
@@ -330,6 +320,18 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
         throughput_bounds: None,
     };
     (memory, tight)
+}
+
+/// The longest context every model takes that `fits_at` holds, and whether the models' own
+/// limit or memory stops it.
+fn longest_that_fits(sizings: &[&Sizing], fits_at: impl Fn(u64) -> bool) -> (u64, LimitedBy) {
+    let longest = sizings.iter().map(|s| s.max_context).min().unwrap_or(0);
+    let fitting = largest_passing(longest, fits_at);
+    let limited_by = match fitting == longest {
+        true => LimitedBy::Model,
+        false => LimitedBy::Memory,
+    };
+    (fitting, limited_by)
 }
 
 /// The largest `n` in `1..=upper` with `passes(n)`, or 0 when none does, for a `passes`

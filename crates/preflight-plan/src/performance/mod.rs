@@ -9,7 +9,7 @@ pub(crate) mod calibration;
 pub(crate) mod serving;
 pub(crate) mod step;
 
-use crate::memory::ServingEngine;
+use crate::memory::{ServingEngine, Share, part_bytes};
 use crate::model::Model;
 use crate::options::{DeviceGroup, MemoryEngine, PlanOptions};
 use crate::runtimes::Weights;
@@ -43,20 +43,17 @@ fn profile(inputs: &Inputs, options: &PlanOptions, engine: &dyn ServingEngine) -
     } = inputs;
     let rank = memory.per_rank.as_ref()?;
     let tp = rank.tensor_parallel.max(1);
-    let what_if = |component: Component, stored: u64| match options.weights_dtype {
-        Some(dtype) => {
-            let params = parameters.by_component.get(&component).copied().unwrap_or(0);
-            let (per, bytes) = dtype.rate();
-            (u128::from(params) * u128::from(bytes) / u128::from(per)) as f64
-        }
-        None => stored as f64,
-    };
     let expert_ranks = match options.expert_parallel {
         true => engine.expert_parallel_ranks(options),
         false => engine.expert_width_ranks(options),
     }
     .max(1) as f64;
-    let expert_weight_bytes = what_if(Component::Experts, inputs.routed_expert_bytes) / expert_ranks;
+    // A what-if type re-prices the experts as the memory plan re-prices every linear layer.
+    let routed = Share {
+        params: parameters.by_component.get(&Component::Experts).copied().unwrap_or(0),
+        bytes: inputs.routed_expert_bytes,
+    };
+    let expert_weight_bytes = part_bytes(Component::Experts, routed, options.weights_dtype) as f64 / expert_ranks;
     // A step reads the rows of the embedding its tokens name, not the table.
     let embedding = match model.tie_word_embeddings {
         true => 0.0,
