@@ -213,11 +213,7 @@ fn holds_against(oracle: &str, want_held: usize) {
     }
     eprintln!("{table}");
     assert_eq!(held, want_held);
-    assert!(
-        misses.is_empty(),
-        "outside tolerance:\n{}",
-        misses.join("\n")
-    );
+    assert!(misses.is_empty(), "outside tolerance:\n{}", misses.join("\n"));
     assert_eq!(replayed, held, "every architecture the oracle measured is replayed");
 }
 

@@ -4,6 +4,7 @@
 //! allocates `n_ctx × n_seq` cells up front: no ranks, no pool.
 
 pub(crate) mod ggml;
+mod graphs;
 pub(crate) mod memory;
 pub(crate) mod offload;
 pub(crate) mod runtime;

@@ -1,0 +1,31 @@
+use super::{Builder, Gating, Heads};
+use crate::engines::llama_cpp::ggml::{Graph, Type};
+use crate::memory::GraphShape;
+
+/// llama.cpp's Llama graph (`src/models/llama.cpp`; with `qk_norm`, Qwen3's `qwen3.cpp` and
+/// `qwen3moe.cpp`): one unified KV cache, Q, V, K expanded in that order, no biases; at the last layer the attention output and the residual are cut
+/// to the output rows before the feed-forward (a dense SwiGLU, or the MoE with normalised
+/// softmax weights).
+pub(super) fn graph(s: &GraphShape, qk_norm: bool) -> Graph {
+    let (mut b, mut layer_in) = Builder::new(s);
+    let cache = b.cache_inputs(s.full_cells);
+    let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
+    let layers = s.sliding.len();
+    for il in 0..layers {
+        let x = b.norm(layer_in);
+        let heads = Heads {
+            qk_norm,
+            ..Heads::PLAIN
+        };
+        let attention = b.attention(x, cache, heads);
+        let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
+        let ffn_in = b.g.like(attention, &[attention, residual], true);
+        let x = b.norm(ffn_in);
+        let out = match s.experts {
+            0 => b.ffn(x, tokens),
+            _ => b.moe(x, Gating::SoftmaxNormalised, false),
+        };
+        layer_in = b.g.like(out, &[out, ffn_in], true);
+    }
+    b.output(layer_in)
+}

@@ -1,0 +1,333 @@
+//! llama.cpp's compute graphs as `sched_reserve` builds them, one file per architecture
+//! (`src/models/<arch>.cpp` in the vendored tree), over `llm_graph_context`'s builders
+//! (llama-graph.cpp) here, replayed through ggml-alloc (`../ggml.rs`).
+
+mod gemma3;
+mod llama;
+mod openai_moe;
+
+use super::ggml::{Graph, Id, Type};
+use crate::memory::GraphShape;
+use crate::model::LlamaCppGraph;
+
+/// The CPU buffer type's alignment (`TENSOR_ALIGNMENT`, ggml-cpu).
+const ALIGNMENT: u64 = 32;
+
+/// ggml-alloc's reservation for `graph` at `shape`: the graph built as llama.cpp builds it,
+/// replayed through ggml-alloc.
+pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
+    let built = match graph {
+        LlamaCppGraph::OpenAiMoe => openai_moe::graph(shape),
+        LlamaCppGraph::Llama => llama::graph(shape, false),
+        LlamaCppGraph::Qwen3 => llama::graph(shape, true),
+        LlamaCppGraph::Gemma3 => gemma3::graph(shape),
+    };
+    built.reserve(ALIGNMENT)
+}
+
+/// One cache's graph inputs (`build_input_k_idxs`, `build_input_v_idxs`,
+/// `build_attn_inp_kq_mask`) and the cells a stream of it holds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CacheInputs {
+    pub(super) k_idxs: Id,
+    pub(super) v_idxs: Id,
+    pub(super) mask: Id,
+    pub(super) cells: u64,
+}
+
+/// The order `build_attn` expands Q, K and V in: the unified cache's K last (for rope
+/// fusion), the sliding-window pair's in order (llama-graph.cpp:2895-2897, 3066-3068).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ExpandOrder {
+    /// Q, V, K.
+    KLast,
+    /// Q, K, V.
+    InOrder,
+}
+
+/// What a model's attention does around `build_attn`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Heads {
+    pub(super) order: ExpandOrder,
+    /// Q, K, V and output projections carry biases (gpt-oss).
+    pub(super) bias: bool,
+    /// Attention sinks: one more source of the softmax (gpt-oss).
+    pub(super) sinks: bool,
+    /// Q and K normed per head before rope (Qwen3, Gemma 3).
+    pub(super) qk_norm: bool,
+    /// Q scaled after rope (Gemma 3).
+    pub(super) scale_q: bool,
+}
+
+impl Heads {
+    /// Llama's: no biases, sinks or norms; K expanded last.
+    pub(super) const PLAIN: Heads = Heads {
+        order: ExpandOrder::KLast,
+        bias: false,
+        sinks: false,
+        qk_norm: false,
+        scale_q: false,
+    };
+}
+
+/// How `build_moe_ffn` turns the router's logits into expert weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Gating {
+    /// Softmax over all experts, the chosen weights renormalised (`norm_w`): Qwen3-MoE, Mixtral.
+    SoftmaxNormalised,
+    /// Top-k of the logits, softmax over the chosen (gpt-oss).
+    SoftmaxOfChosen,
+}
+
+/// `llm_graph_context`'s builders over a [`Graph`], each making the tensors llama-graph.cpp
+/// makes and expanding where it expands; weights and the KV cache stand for one external
+/// tensor (they are never placed in the compute buffer).
+pub(super) struct Builder<'s> {
+    pub(super) g: Graph,
+    pub(super) s: &'s GraphShape,
+    pub(super) weight: Id,
+    pub(super) cache: Id,
+    pub(super) positions: Id,
+}
+
+impl<'s> Builder<'s> {
+    /// `build_inp_embd` (the token rows, beside the unused embeddings input its select keeps)
+    /// and `build_inp_pos`.
+    pub(super) fn new(s: &'s GraphShape) -> (Builder<'s>, Id) {
+        let mut g = Graph::default();
+        let t = s.tokens;
+        let weight = g.external(Type::F32, [1, 1, 1, 1]);
+        let cache = g.external(Type::F16, [1, 1, 1, 1]);
+        let tokens = g.input(Type::I32, [t, 1, 1, 1]);
+        let embeddings = g.input(Type::F32, [s.hidden, t, 1, 1]);
+        let rows = g.op(Type::F32, [s.hidden, t, 1, 1], &[weight, tokens], false);
+        g.expand(rows);
+        g.expand(embeddings);
+        let positions = g.input(Type::I32, [t, 1, 1, 1]);
+        let builder = Builder {
+            g,
+            s,
+            weight,
+            cache,
+            positions,
+        };
+        (builder, rows)
+    }
+
+    pub(super) fn cache_inputs(&mut self, cells: u64) -> CacheInputs {
+        let (t, kv_width) = (self.s.tokens, self.s.kv_heads.saturating_mul(self.s.head_dim));
+        // V rows are scattered one element a row when the cache is transposed (no flash
+        // attention), and the mask is f16 only for flash attention.
+        let (v_rows, mask_type) = match self.s.flash_attn {
+            true => (t, Type::F16),
+            false => (t.saturating_mul(kv_width), Type::F32),
+        };
+        CacheInputs {
+            k_idxs: self.g.input(Type::I64, [t, 1, 1, 1]),
+            v_idxs: self.g.input(Type::I64, [v_rows, 1, 1, 1]),
+            mask: self.g.input(mask_type, [cells, t, 1, 1]),
+            cells,
+        }
+    }
+
+    /// `build_norm(LLM_NORM_RMS)` with its weight.
+    pub(super) fn norm(&mut self, x: Id) -> Id {
+        let normed = self.g.like(x, &[x], true);
+        self.g.like(normed, &[normed, self.weight], true)
+    }
+
+    /// `build_lora_mm`, and the bias when the layer has one.
+    pub(super) fn linear(&mut self, x: Id, rows: u64, tokens: u64, bias: bool) -> Id {
+        let y = self.g.op(Type::F32, [rows, tokens, 1, 1], &[self.weight, x], false);
+        match bias {
+            true => self.g.like(y, &[y, self.weight], true),
+            false => y,
+        }
+    }
+
+    /// `build_qkv` (separate projections), rope on Q and K, and `build_attn` with the output
+    /// projection: the K and V rows written into the cache, then attention over all of it.
+    pub(super) fn attention(&mut self, x: Id, cache: CacheInputs, heads: Heads) -> Id {
+        let Heads {
+            order,
+            bias,
+            sinks,
+            qk_norm,
+            scale_q,
+        } = heads;
+        let s = self.s;
+        let (t, d) = (s.tokens, s.head_dim);
+        let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
+        let head = |b: &mut Self, heads: u64, rope: bool| {
+            let y = b.linear(x, heads.saturating_mul(d), t, bias);
+            let y = b.g.reshape(y, [d, heads, t, 1]);
+            if !rope {
+                return y;
+            }
+            // `attn_q_norm` / `attn_k_norm`, over each head, before rope.
+            let y = if qk_norm { b.norm(y) } else { y };
+            b.g.like(y, &[y, b.positions, b.weight], true)
+        };
+        let q = head(self, s.heads, true);
+        // Gemma 3 scales Q by its attention scale after rope.
+        let q = if scale_q { self.g.like(q, &[q], true) } else { q };
+        let k = head(self, s.kv_heads, true);
+        let v = head(self, s.kv_heads, false);
+        let expanded = match order {
+            ExpandOrder::KLast => [q, v, k],
+            ExpandOrder::InOrder => [q, k, v],
+        };
+        for y in expanded {
+            self.g.expand(y);
+        }
+        let g = &mut self.g;
+        let k_rows = g.reshape(k, [kv_width, t, 1, 1]);
+        let written = g.write_into(self.cache, &[k_rows, cache.k_idxs, self.cache]);
+        g.expand(written);
+        let written = match s.flash_attn {
+            true => {
+                let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
+                g.write_into(self.cache, &[v_rows, cache.v_idxs, self.cache])
+            }
+            false => {
+                let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
+                let v_elements = g.reshape(v_rows, [1, t.saturating_mul(kv_width), 1, 1]);
+                let cache_elements = g.reshape(self.cache, [1, 1, 1, 1]);
+                g.write_into(cache_elements, &[v_elements, cache.v_idxs, cache_elements])
+            }
+        };
+        g.expand(written);
+        // `build_attn_mha`: Q, K and V as views of their heads across the streams.
+        let streams = s.streams.max(1);
+        let cache_view = |g: &mut Graph| {
+            let view = g.view(self.cache, [d, s.kv_heads, cache.cells, streams], g.strides(self.cache));
+            g.permute_0213(view)
+        };
+        let q_view = g.reshape(q, [d, s.heads, t, 1]);
+        let q = g.permute_0213(q_view);
+        let (k, v) = (cache_view(g), cache_view(g));
+        let mut sources = vec![q, k, v, cache.mask];
+        let out = match s.flash_attn {
+            true => {
+                if sinks {
+                    sources.push(self.weight);
+                }
+                let out = g.op(Type::F32, [d, s.heads, t, 1], &sources, false);
+                g.reshape(out, [q_width, t, 1, 1])
+            }
+            false => {
+                let scores = g.op(Type::F32, [cache.cells, t / streams, s.heads, streams], &[k, q], false);
+                let mut softmax = vec![scores, cache.mask];
+                if sinks {
+                    softmax.push(self.weight);
+                }
+                let scores = g.like(scores, &softmax, true);
+                let mixed = g.op(Type::F32, [d, t / streams, s.heads, streams], &[v, scores], false);
+                let permuted = g.permute_0213(mixed);
+                g.op(Type::F32, [q_width, t, 1, 1], &[permuted], false)
+            }
+        };
+        self.linear(out, s.hidden, t, bias)
+    }
+
+    /// `build_ffn(LLM_FFN_SILU | LLM_FFN_GELU, LLM_FFN_PAR)`: gate and up, SwiGLU or GeGLU, down.
+    pub(super) fn ffn(&mut self, x: Id, tokens: u64) -> Id {
+        let width = self.s.ffn_width;
+        let up = self.linear(x, width, tokens, false);
+        let gate = self.linear(x, width, tokens, false);
+        let act = self.g.op(Type::F32, [width, tokens, 1, 1], &[gate, up], false);
+        self.linear(act, self.s.hidden, tokens, false)
+    }
+
+    /// `build_moe_ffn` (llama-graph.cpp:2007-2373): router, top-k, the chosen experts' gate,
+    /// up and down (with biases where the model has them), weighted and summed.
+    pub(super) fn moe(&mut self, x: Id, gating: Gating, bias: bool) -> Id {
+        let s = self.s;
+        let (t, e, used, width) = (s.tokens, s.hidden, s.experts_used, s.expert_width);
+        let w = self.weight;
+        let logits = self.linear(x, s.experts, t, bias);
+        let g = &mut self.g;
+        let probs = match gating {
+            Gating::SoftmaxNormalised => g.like(logits, &[logits], true),
+            Gating::SoftmaxOfChosen => logits,
+        };
+        let order = g.op(Type::I32, [s.experts, t, 1, 1], &[probs], false);
+        let chosen = g.view(order, [used, t, 1, 1], g.strides(order));
+        let probs_3d = g.reshape(probs, [1, s.experts, t, 1]);
+        let weights = g.op(Type::F32, [1, used, t, 1], &[probs_3d, chosen], false);
+        let weights = match gating {
+            Gating::SoftmaxOfChosen => {
+                let flat = g.reshape(weights, [used, t, 1, 1]);
+                let softmax = g.op(Type::F32, [used, t, 1, 1], &[flat], true);
+                g.reshape(softmax, [1, used, t, 1])
+            }
+            Gating::SoftmaxNormalised => {
+                let flat = g.reshape(weights, [used, t, 1, 1]);
+                let sum = g.op(Type::F32, [1, t, 1, 1], &[flat], false);
+                let sum = g.like(sum, &[sum], true);
+                let normalised = g.op(Type::F32, [used, t, 1, 1], &[flat, sum], true);
+                g.reshape(normalised, [1, used, t, 1])
+            }
+        };
+        g.expand(weights);
+        let x = g.reshape(x, [e, 1, t, 1]);
+        let expert = |g: &mut Graph, rows: u64, input: Id| {
+            let y = g.op(Type::F32, [rows, used, t, 1], &[w, input, chosen], false);
+            match bias {
+                true => g.like(y, &[y, w, chosen], true),
+                false => y,
+            }
+        };
+        let up = expert(g, width, x);
+        let gate = expert(g, width, x);
+        let act = g.op(Type::F32, [width, used, t, 1], &[gate, up], false);
+        let down = expert(g, e, act);
+        let weighted = g.like(down, &[down, weights], true);
+        g.expand(weighted);
+        let nb = g.strides(weighted);
+        // One view per chosen expert (`i × nb[1]` into each token's row), expanded before the adds.
+        let views: Vec<Id> = (0..used)
+            .map(|_| {
+                let view = g.view(weighted, [e, t, 1, 1], [nb[0], nb[2], nb[3], nb[3]]);
+                g.expand(view);
+                view
+            })
+            .collect();
+        let (first, second, rest) = match views.as_slice() {
+            [first, second, rest @ ..] => (*first, *second, rest),
+            // One expert: `ggml_cont` of its view.
+            [only] => return g.op(Type::F32, [e, t, 1, 1], &[*only], false),
+            [] => return x,
+        };
+        let mut sum = g.op(Type::F32, [e, t, 1, 1], &[first, second], true);
+        g.expand(sum);
+        for &view in rest {
+            sum = g.like(sum, &[sum, view], true);
+            g.expand(sum);
+        }
+        sum
+    }
+
+    /// At the last layer (`il == n_layer - 1 && inp_out_ids`), `ggml_get_rows` of the output
+    /// rows of each tensor; the tokens the rest of the layer runs on.
+    pub(super) fn cut_to_outputs(&mut self, last: bool, tensors: [Id; 2], out_ids: Id) -> ([Id; 2], u64) {
+        if !last {
+            return (tensors, self.s.tokens);
+        }
+        let shape = [self.s.hidden, self.s.outputs, 1, 1];
+        (
+            tensors.map(|t| self.g.op(Type::F32, shape, &[t, out_ids], false)),
+            self.s.outputs,
+        )
+    }
+
+    /// The final norm and the logits of the outputs; both are graph outputs.
+    pub(super) fn output(mut self, x: Id) -> Graph {
+        let result_norm = self.norm(x);
+        self.g.set_output(result_norm);
+        let logits = self.linear(result_norm, self.s.vocab, self.s.outputs, false);
+        self.g.set_output(logits);
+        self.g.expand(logits);
+        self.g
+    }
+}
