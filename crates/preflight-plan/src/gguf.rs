@@ -140,12 +140,23 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
     let mut folded = tensors::fold(&records, &names, model.as_ref(), findings);
     // llama.cpp places tensors by name (its layer classes, `--override-tensor` patterns): the
     // names and bytes of a GGUF's tensors, no more than its header already holds.
-    let all = parts.iter().flat_map(|p| &p.header.tensors);
+    let all = (0u32..)
+        .zip(parts)
+        .flat_map(|(file, p)| p.header.tensors.iter().map(move |t| (file, t)));
     folded.layout.set_named(
         all.zip(&records)
-            .map(|(t, r)| crate::memory::NamedTensor {
+            .map(|((file, t), r)| crate::memory::NamedTensor {
                 name: t.name.as_str().into(),
                 bytes: r.bytes,
+                file,
+                offset: t.offset,
+                mtp: matches!(
+                    r.kind,
+                    Kind::Param {
+                        component: Component::Mtp,
+                        ..
+                    }
+                ),
             })
             .collect(),
     );

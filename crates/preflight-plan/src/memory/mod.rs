@@ -76,7 +76,8 @@ pub struct Sizing {
     pub(crate) embedding_weights: u64,
     /// No stored lm_head: the output layer is the token embedding again.
     pub(crate) tied_output: bool,
-    /// The GGUF's tensors by name (empty for safetensors): what llama.cpp places one by one.
+    /// The GGUF's tensors by name (empty for safetensors): what llama.cpp loads and places one
+    /// by one (an MTP block only when asked for).
     pub(crate) named: std::sync::Arc<[NamedTensor]>,
     /// The graph llama.cpp builds, where its compute buffer is replayed.
     pub(crate) llama_cpp_graph: Option<crate::model::LlamaCppGraph>,
@@ -273,7 +274,11 @@ pub fn prepare(
             .filter(|((c, _), _)| *c == Component::Embedding)
             .fold(0u64, |acc, (_, s)| acc.saturating_add(s.bytes)),
         tied_output: !inputs.layout.parts.keys().any(|(c, _)| *c == Component::LmHead),
-        named: inputs.layout.named.clone(),
+        // llama.cpp loads an MTP block only into an MTP context (`TENSOR_SKIP` otherwise).
+        named: match options.include_mtp {
+            true => inputs.layout.named.clone(),
+            false => inputs.layout.named.iter().filter(|t| !t.mtp).cloned().collect(),
+        },
         llama_cpp_graph: model.llama_cpp_graph,
         replays: inputs.replays.clone(),
         layer_groups,

@@ -32,11 +32,16 @@ pub struct WeightsLayout {
     pub(super) named: std::sync::Arc<[NamedTensor]>,
 }
 
-/// One stored tensor's name and bytes.
+/// One stored tensor's name, bytes and place in its file.
 #[derive(Debug, Clone)]
 pub struct NamedTensor {
     pub name: Box<str>,
     pub bytes: u64,
+    /// The file (split part) holding it, and its offset in that file's data section.
+    pub file: u32,
+    pub offset: u64,
+    /// An MTP block's: llama.cpp skips it unless an MTP context asks for it.
+    pub mtp: bool,
 }
 
 impl WeightsLayout {

@@ -135,12 +135,21 @@ fn qwen35moe_gguf_plans_exactly() {
     let mtp = a.parameters.by_component.get(&Component::Mtp).copied();
     assert_eq!(mtp, want["mtp_parameters"].as_u64());
     assert_eq!(mtp, Some(844_640_768));
-    // llama.cpp loads the MTP block only into an MTP context (`TENSOR_SKIP` otherwise); the
-    // plan counts its weights only when asked to.
-    let without = a.memory.as_ref().expect("memory").weights_bytes;
-    let with = plan(&[hub(QWEN35MOE)], &options(r#"{"context": 4096, "include_mtp": true}"#)).expect("valid options");
-    let with = with.memory.as_ref().expect("memory").weights_bytes;
+    // llama.cpp loads the MTP block only into an MTP context (`TENSOR_SKIP` otherwise): a
+    // device is given its weights only when asked to. On the CPU backend the mapped buffer
+    // spans the file from the first loaded tensor to the last (`get_mapping_range`), and the
+    // block sits before the output layer: it is mapped either way.
+    let weights = |json: &str| {
+        let v = plan(&[hub(QWEN35MOE)], &options(json)).expect("valid options");
+        v.memory.as_ref().expect("memory").weights_bytes
+    };
+    let on_cpu = a.memory.as_ref().expect("memory").weights_bytes;
+    assert_eq!(on_cpu, weights(r#"{"context": 4096, "include_mtp": true}"#));
+    let gpu = r#""engine": "llama.cpp", "context": 4096, "devices": "h200:1""#;
+    let without = weights(&format!("{{{gpu}}}"));
+    let with = weights(&format!(r#"{{{gpu}, "include_mtp": true}}"#));
     assert!(with > without + 844_640_768, "{with} vs {without}");
+    assert!(on_cpu > without, "{on_cpu} vs {without}");
     assert_eq!(
         arch.attention[0],
         Attention::LinearAttention {

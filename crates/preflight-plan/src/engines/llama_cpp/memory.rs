@@ -218,17 +218,38 @@ pub struct Buffers {
 pub fn buffers(sizing: &Sizing, context: u64, target: &Target) -> Buffers {
     let (ctx, compute, output) = reserved(sizing, context, target);
     let kv = ctx.kv(&sizing.caches);
+    let weights = mapped(sizing);
     Buffers {
-        weights: sizing.weights,
+        weights,
         kv,
         compute,
         output,
-        host: sizing
-            .weights
+        host: weights
             .saturating_add(kv)
             .saturating_add(compute)
             .saturating_add(output),
     }
+}
+
+/// The CPU backend's model buffer: per file, the span of the mapping from the first loaded
+/// tensor to the end of the last (`get_mapping_range`, llama-model-loader.cpp:1449-1464, as
+/// `load_tensors` wraps it, llama-model.cpp:1854-1868) — a skipped MTP block that sits before
+/// the output layer is inside it. Without a file layout (not a GGUF, or a what-if dtype the
+/// file does not hold), the weights.
+fn mapped(sizing: &Sizing) -> u64 {
+    let stored = sizing.named.iter().fold(0u64, |acc, t| acc.saturating_add(t.bytes));
+    if sizing.named.is_empty() || stored != sizing.weights {
+        return sizing.weights;
+    }
+    let mut spans: std::collections::BTreeMap<u32, (u64, u64)> = std::collections::BTreeMap::new();
+    for t in sizing.named.iter() {
+        let end = t.offset.saturating_add(t.bytes);
+        let span = spans.entry(t.file).or_insert((t.offset, end));
+        *span = (span.0.min(t.offset), span.1.max(end));
+    }
+    spans
+        .values()
+        .fold(0u64, |acc, (first, last)| acc.saturating_add(last - first))
 }
 
 /// The context llama.cpp creates, its compute buffer (replayed where the family names the

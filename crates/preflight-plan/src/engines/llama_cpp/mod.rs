@@ -201,7 +201,7 @@ impl ServingEngine for LlamaCpp {
         Some(Whole {
             activation_bytes: buffers.compute.saturating_add(buffers.output),
             host_bytes: buffers.host,
-            weights_bytes: None,
+            weights_bytes: Some(buffers.weights),
         })
     }
 
