@@ -272,6 +272,8 @@ pub enum LlamaCppGraph {
     Qwen3,
     /// `src/models/gemma3.cpp`.
     Gemma3,
+    /// `src/models/phi3.cpp`: fused QKV and gate-and-up projections.
+    Phi3,
 }
 
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin

@@ -66,6 +66,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
         })
         .collect();
     let mut normalized = llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers);
+    normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Phi3);
     normalized.shapes.push(ShapeRule {
         pattern: "blk.N.ffn_up.weight",
         dim: 1,

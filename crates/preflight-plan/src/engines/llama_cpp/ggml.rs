@@ -112,6 +112,11 @@ impl Graph {
         self.tensors[id.0].nb
     }
 
+    pub fn is_contiguous(&self, id: Id) -> bool {
+        let Tensor { ty, ne, nb, .. } = self.tensors[id.0];
+        nb == contiguous(ty, ne)
+    }
+
     /// A view node of `src` (`ggml_view_*`, `ggml_reshape_*`, `ggml_permute`): no memory of
     /// its own. `src` is its one parent; the data stays the root's.
     pub fn view(&mut self, src: Id, ne: [u64; 4], nb: [u64; 4]) -> Id {

@@ -5,6 +5,7 @@
 mod gemma3;
 mod llama;
 mod openai_moe;
+mod phi3;
 
 use super::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
@@ -21,6 +22,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::Llama => llama::graph(shape, false),
         LlamaCppGraph::Qwen3 => llama::graph(shape, true),
         LlamaCppGraph::Gemma3 => gemma3::graph(shape),
+        LlamaCppGraph::Phi3 => phi3::graph(shape),
     };
     built.reserve(ALIGNMENT)
 }
@@ -157,7 +159,6 @@ impl<'s> Builder<'s> {
         } = heads;
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
-        let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
         let head = |b: &mut Self, heads: u64, rope: bool| {
             let y = b.linear(x, heads.saturating_mul(d), t, bias);
             let y = b.g.reshape(y, [d, heads, t, 1]);
@@ -173,6 +174,42 @@ impl<'s> Builder<'s> {
         let q = if scale_q { self.g.like(q, &[q], true) } else { q };
         let k = head(self, s.kv_heads, true);
         let v = head(self, s.kv_heads, false);
+        self.attend([q, k, v], cache, order, bias, sinks)
+    }
+
+    /// `build_qkv`'s fused path (`wqkv`, llama-graph.cpp:1662-1690): one projection, Q, K and
+    /// V views of it (`ggml_view_3d`, no memory of their own), rope on Q and K.
+    pub(super) fn fused_qkv(&mut self, x: Id) -> [Id; 3] {
+        let s = self.s;
+        let (t, d) = (s.tokens, s.head_dim);
+        let width = s.heads.saturating_add(s.kv_heads.saturating_mul(2)).saturating_mul(d);
+        let qkv = self.linear(x, width, t, false);
+        let row = self.g.strides(qkv)[1];
+        let view = |b: &mut Self, heads: u64| {
+            let strides = [4, d.saturating_mul(4), row, row.saturating_mul(t)];
+            b.g.view(qkv, [d, heads, t, 1], strides)
+        };
+        let q = view(self, s.heads);
+        let q = self.g.like(q, &[q, self.positions], true);
+        let k = view(self, s.kv_heads);
+        let k = self.g.like(k, &[k, self.positions], true);
+        let v = view(self, s.kv_heads);
+        [q, k, v]
+    }
+
+    /// `build_attn` from Q, K and V (rope applied): expanded in `order`, the K and V rows
+    /// written into the cache, attention over all of it, the output projection.
+    pub(super) fn attend(
+        &mut self,
+        [q, k, v]: [Id; 3],
+        cache: CacheInputs,
+        order: ExpandOrder,
+        bias: bool,
+        sinks: bool,
+    ) -> Id {
+        let s = self.s;
+        let (t, d) = (s.tokens, s.head_dim);
+        let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
         let expanded = match order {
             ExpandOrder::KLast => [q, v, k],
             ExpandOrder::InOrder => [q, k, v],
@@ -190,6 +227,12 @@ impl<'s> Builder<'s> {
                 g.write_into(self.cache, &[v_rows, cache.v_idxs, self.cache])
             }
             false => {
+                // A V that is a view of a fused projection is made contiguous before it is
+                // scattered (`cpy_v`, llama-kv-cache.cpp:1398-1403).
+                let v = match g.is_contiguous(v) {
+                    true => v,
+                    false => g.like(v, &[v], false),
+                };
                 let v_rows = g.reshape(v, [kv_width, t, 1, 1]);
                 let v_elements = g.reshape(v_rows, [1, t.saturating_mul(kv_width), 1, 1]);
                 let cache_elements = g.reshape(self.cache, [1, 1, 1, 1]);
