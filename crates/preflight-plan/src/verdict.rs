@@ -924,6 +924,11 @@ pub struct ArtifactMemory {
     /// `kv_cache_bytes`, `activation_bytes`), so the totals stay sums of their terms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculative: Option<SpeculativeMemory>,
+    /// Terms that are estimates, not a replay of the engine: llama.cpp's compute buffer
+    /// (`activation_bytes`) where the architecture's graph is not replayed, or layers are
+    /// split over backends.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub estimated: Vec<String>,
 }
 
 /// What speculative decoding adds to its target's memory, on all ranks as the block's other

@@ -474,12 +474,13 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
             }
         ),
     );
-    line(
-        out,
-        "activations",
-        m.activation_bytes,
-        "estimate (docs/memory.md)".into(),
-    );
+    // llama.cpp (the one engine holding host RAM) replays its compute graph where it can.
+    let activations = match (m.host_bytes.is_some(), m.estimated.is_empty()) {
+        (true, true) => "llama.cpp's compute and output buffers, its graph replayed (docs/memory.md § llama.cpp)",
+        (true, false) => "estimate: llama.cpp's graph is not replayed here (docs/memory.md § llama.cpp)",
+        (false, _) => "estimate (docs/memory.md)",
+    };
+    line(out, "activations", m.activation_bytes, activations.into());
     if m.non_torch_bytes > 0 {
         line(
             out,

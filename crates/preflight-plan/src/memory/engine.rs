@@ -229,6 +229,8 @@ pub(crate) struct Whole {
     /// The weights as allocated over every backend, when not as stored (llama.cpp: a tied
     /// embedding's output copy on a device).
     pub weights_bytes: Option<u64>,
+    /// The compute buffer is estimated, not a replay of the engine's graph.
+    pub activation_estimated: bool,
 }
 
 /// What drafting holds and refuses under one engine (`speculative.rs` and

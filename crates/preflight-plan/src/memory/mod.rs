@@ -499,6 +499,10 @@ impl Sizing {
             host_bytes: whole.map(|w| w.host_bytes),
             speculative,
             per_rank,
+            estimated: match whole.is_some_and(|w| w.activation_estimated) {
+                true => vec!["activation_bytes".to_owned()],
+                false => Vec::new(),
+            },
         }
     }
 }
