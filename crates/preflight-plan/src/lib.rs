@@ -46,7 +46,7 @@ pub const SCHEMA: &str = "preflight.verdict/v1";
 
 /// Bumped only when some verdict could flip (a figure, a finding, admissibility). It is part
 /// of the service's cache key, so a bump invalidates every cached verdict.
-pub const SEMANTICS_VERSION: u32 = 12;
+pub const SEMANTICS_VERSION: u32 = 13;
 
 /// ggml graphs replayed on this thread so far: the planner's costliest work, counted so a
 /// test can prove a plan did it once per distinct shape.
