@@ -274,6 +274,30 @@ pub enum LlamaCppGraph {
     Gemma3,
     /// `src/models/phi3.cpp`: fused QKV and gate-and-up projections.
     Phi3,
+    /// `src/models/nemotron-h.cpp` (`nemotron_h` and `nemotron_h_moe`, one graph:
+    /// `models.h:1545-1549`): Mamba2, attention and feed-forward blocks, each its own layer.
+    NemotronH(NemotronH),
+}
+
+/// What Nemotron-H's graph is built from beyond the common shape: the Mamba2 mixer's
+/// `ssm_*` dimensions (nemotron-h.cpp:6-10) and, for the MoE blocks, the shared expert and the
+/// routing options `build_moe_ffn` is called with (l.295-333).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NemotronH {
+    /// `ssm_d_conv`, `ssm_d_inner`, `ssm_d_state`, `ssm_dt_rank` (the Mamba heads), `ssm_n_group`.
+    pub conv_kernel: u64,
+    pub inner: u64,
+    pub state: u64,
+    pub heads: u64,
+    pub groups: u64,
+    /// The shared expert's width (`expert_shared_feed_forward_length`).
+    pub shared_width: u64,
+    /// `moe_latent_size`: the experts run over this width between two projections (0: none).
+    pub latent: u64,
+    /// `expert_weights_norm`, and an `expert_weights_scale` other than 0 or 1: each one op on
+    /// the chosen experts' weights (llama-graph.cpp:2148-2166).
+    pub norm_weights: bool,
+    pub scale_weights: bool,
 }
 
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin

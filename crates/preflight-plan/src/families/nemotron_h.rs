@@ -25,7 +25,7 @@
 //! keys that loader reads; see [`normalize_gguf`].
 
 use super::*;
-use crate::model::StateDtype;
+use crate::model::{LlamaCppGraph, NemotronH, StateDtype};
 
 const KEYS: &[(&str, Grade)] = &[
     ("hybrid_override_pattern", Grade::Consumed),
@@ -281,8 +281,42 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
         Some(_) => None,
         None => ffn_layers.iter().map(|i| ffn[*i]).max(),
     };
-    let model = dims.model(model_type, FAMILY.name, mixers, moe);
+    let mut model = dims.model(model_type, FAMILY.name, mixers, moe);
+    let attention: Vec<u64> = (0..layers)
+        .filter(|i| blocks[*i] == Kind::Attention)
+        .map(|i| kv_heads[i])
+        .collect();
+    let dense: Vec<u64> = match experts {
+        0 => ffn_layers.iter().map(|i| ffn[*i]).collect(),
+        _ => Vec::new(),
+    };
+    // The graph is replayed over one attention geometry and one MLP width, as the shape
+    // holds them; models whose blocks differ keep the estimate.
+    if attention.windows(2).all(|w| w[0] == w[1]) && dense.windows(2).all(|w| w[0] == w[1]) {
+        model.llama_cpp_graph = llama_cpp_graph(kv);
+    }
     Some(Normalized { model, shapes })
+}
+
+/// llama.cpp's graph for these blocks: the Mamba2 dimensions and the MoE options
+/// `nemotron-h.cpp` builds with (l.6-10, 24-29). Expert groups (`expert_group_count` > 1)
+/// would add group selection to the routing (llama-graph.cpp:2097-2118): not replayed.
+fn llama_cpp_graph(kv: &GgufReader) -> Option<LlamaCppGraph> {
+    if kv.opt("expert_group_count").unwrap_or(1) > 1 {
+        return None;
+    }
+    let scale = kv.opt_float("expert_weights_scale").unwrap_or(0.0);
+    Some(LlamaCppGraph::NemotronH(NemotronH {
+        conv_kernel: kv.opt("ssm.conv_kernel").unwrap_or(0),
+        inner: kv.opt("ssm.inner_size").unwrap_or(0),
+        state: kv.opt("ssm.state_size").unwrap_or(0),
+        heads: kv.opt("ssm.time_step_rank").unwrap_or(0),
+        groups: kv.opt("ssm.group_count").unwrap_or(0),
+        shared_width: kv.opt("expert_shared_feed_forward_length").unwrap_or(0),
+        latent: kv.opt("moe_latent_size").unwrap_or(0),
+        norm_weights: kv.opt_flag("expert_weights_norm").unwrap_or(false),
+        scale_weights: scale != 0.0 && scale != 1.0,
+    }))
 }
 
 /// The Mamba2 blocks' geometry from `ssm.*`, and the shapes it gives their tensors

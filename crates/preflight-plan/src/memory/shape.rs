@@ -144,4 +144,9 @@ pub struct GraphShape {
     pub sliding_cells: u64,
     pub streams: u64,
     pub flash_attn: bool,
+    /// What each layer caches, in layer order (`None`: nothing, a feed-forward-only block).
+    pub layer_caches: Vec<Option<crate::verdict::CacheKind>>,
+    /// `n_seq_max`: the worst-case micro-batch's sequences (`sched_reserve`,
+    /// llama-context.cpp:628, 674), each a row of the recurrent state.
+    pub sequences: u64,
 }

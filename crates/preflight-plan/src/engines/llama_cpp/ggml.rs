@@ -196,6 +196,11 @@ impl Graph {
 
     fn bytes(&self, id: Id) -> u64 {
         let t = &self.tensors[id.0];
+        // An empty tensor has no bytes (ggml.c:1299-1303): the recurrent state's rows copied
+        // beyond the micro-batch's sequences, none at reservation.
+        if t.ne.contains(&0) {
+            return 0;
+        }
         // ggml_nbytes of a contiguous-or-strided tensor: the last element's end.
         (0..4).fold(t.ty.bytes(), |acc, i| {
             acc.saturating_add(t.ne[i].saturating_sub(1).saturating_mul(t.nb[i]))

@@ -150,6 +150,12 @@ impl Context {
             sliding_cells: windowed.map_or(self.cells, |c| self.cells_of(c)),
             streams: self.streams,
             flash_attn,
+            layer_caches: sizing
+                .layer_groups
+                .iter()
+                .map(|g| g.and_then(|g| sizing.caches.get(g)).map(|c| c.kind))
+                .collect(),
+            sequences: self.sequences,
         }
     }
 

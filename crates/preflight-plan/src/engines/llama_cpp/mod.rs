@@ -195,8 +195,7 @@ impl ServingEngine for LlamaCpp {
                 activation_bytes: sum(|t| t.compute.saturating_add(t.output)),
                 host_bytes: placed.host.total(),
                 weights_bytes: Some(sum(|t| t.weights)),
-                activation_estimated: sizing.llama_cpp_graph.is_none()
-                    || placed.estimated,
+                activation_estimated: sizing.llama_cpp_graph.is_none() || placed.estimated,
             });
         }
         let buffers = memory::buffers(sizing, context, target);

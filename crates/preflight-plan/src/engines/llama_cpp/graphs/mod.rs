@@ -4,6 +4,7 @@
 
 mod gemma3;
 mod llama;
+mod nemotron_h;
 mod openai_moe;
 mod phi3;
 
@@ -23,6 +24,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::Qwen3 => llama::graph(shape, true),
         LlamaCppGraph::Gemma3 => gemma3::graph(shape),
         LlamaCppGraph::Phi3 => phi3::graph(shape),
+        LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
     };
     built.reserve(ALIGNMENT)
 }
@@ -59,6 +61,8 @@ pub(super) struct Heads {
     pub(super) qk_norm: bool,
     /// Q scaled after rope (Gemma 3).
     pub(super) scale_q: bool,
+    /// Q and K roped (not Nemotron-H's attention, which has no rope: nemotron-h.cpp:271-277).
+    pub(super) rope: bool,
 }
 
 impl Heads {
@@ -69,6 +73,7 @@ impl Heads {
         sinks: false,
         qk_norm: false,
         scale_q: false,
+        rope: true,
     };
 }
 
@@ -156,23 +161,24 @@ impl<'s> Builder<'s> {
             sinks,
             qk_norm,
             scale_q,
+            rope,
         } = heads;
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
-        let head = |b: &mut Self, heads: u64, rope: bool| {
+        let head = |b: &mut Self, heads: u64, roped: bool| {
             let y = b.linear(x, heads.saturating_mul(d), t, bias);
             let y = b.g.reshape(y, [d, heads, t, 1]);
-            if !rope {
+            if !roped {
                 return y;
             }
             // `attn_q_norm` / `attn_k_norm`, over each head, before rope.
             let y = if qk_norm { b.norm(y) } else { y };
             b.g.like(y, &[y, b.positions, b.weight], true)
         };
-        let q = head(self, s.heads, true);
+        let q = head(self, s.heads, rope);
         // Gemma 3 scales Q by its attention scale after rope.
         let q = if scale_q { self.g.like(q, &[q], true) } else { q };
-        let k = head(self, s.kv_heads, true);
+        let k = head(self, s.kv_heads, rope);
         let v = head(self, s.kv_heads, false);
         self.attend([q, k, v], cache, order, bias, sinks)
     }
@@ -270,6 +276,9 @@ impl<'s> Builder<'s> {
                 g.op(Type::F32, [q_width, t, 1, 1], &[permuted], false)
             }
         };
+        // `build_attn_mha` expands its output; the output projection waits for a reader
+        // (llama-graph.cpp:2752).
+        g.expand(out);
         self.linear(out, s.hidden, t, bias)
     }
 
