@@ -142,6 +142,24 @@ impl<'a> GgufReader<'a> {
         uint(self.kv, &self.key(key))
     }
 
+    /// An optional number (float or integer) under the architecture's namespace.
+    pub fn opt_float(&self, key: &str) -> Option<f64> {
+        match self.kv.get(&self.key(key))? {
+            Value::Float(x) => Some(*x),
+            Value::UInt(n) => Some(*n as f64),
+            Value::Int(n) => Some(*n as f64),
+            _ => None,
+        }
+    }
+
+    /// An optional bool under the architecture's namespace.
+    pub fn opt_bool(&self, key: &str) -> Option<bool> {
+        match self.kv.get(&self.key(key))? {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
     /// A required positive value; absence is a finding.
     pub fn required(&mut self, key: &str) -> Option<u64> {
         let full = self.key(key);
