@@ -129,6 +129,11 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
         gguf_layer_check(&records, model, findings);
         gguf_layer_kind_check(&records, &shapes, model, findings);
         let all: Vec<&gguf::TensorInfo> = parts.iter().flat_map(|p| &p.header.tensors).collect();
+        // `deepseek2`'s selection bias is an optional tensor (models/deepseek2.cpp:132): its
+        // graph adds it where the blocks hold it (llama-graph.cpp:2077-2082).
+        if let Some(crate::model::LlamaCppGraph::Deepseek2(graph)) = model.llama_cpp_graph.as_mut() {
+            graph.probs_bias = all.iter().any(|t| t.name.ends_with(".exp_probs_b.bias"));
+        }
         let tensor = |i: u32| all[i as usize];
         gguf_shape_check(&records, &shapes, model, &rules, &first.header.kv, tensor, findings);
         model.quantization = Some(Quantization {

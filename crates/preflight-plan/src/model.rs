@@ -277,6 +277,8 @@ pub enum LlamaCppGraph {
     /// `src/models/nemotron-h.cpp` (`nemotron_h` and `nemotron_h_moe`, one graph:
     /// `models.h:1545-1549`): Mamba2, attention and feed-forward blocks, each its own layer.
     NemotronH(NemotronH),
+    /// `src/models/deepseek2.cpp` with MLA (absorbed attention over the latent cache).
+    Deepseek2(Deepseek2Graph),
 }
 
 /// What Nemotron-H's graph is built from beyond the common shape: the Mamba2 mixer's
@@ -296,6 +298,30 @@ pub struct NemotronH {
     pub latent: u64,
     /// `expert_weights_norm`, and an `expert_weights_scale` other than 0 or 1: each one op on
     /// the chosen experts' weights (llama-graph.cpp:2148-2166).
+    pub norm_weights: bool,
+    pub scale_weights: bool,
+}
+
+/// What llama.cpp's `deepseek2` graph is built from beyond the common widths: the MLA
+/// projections, the dense lead, the shared expert and how the router picks experts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Deepseek2Graph {
+    /// `n_lora_q`; 0 where queries are projected directly (`wq`, the lite variants).
+    pub q_lora_rank: u64,
+    pub kv_lora_rank: u64,
+    pub qk_nope: u64,
+    pub qk_rope: u64,
+    pub v_head: u64,
+    /// `n_layer_dense_lead`: the first layers run a dense feed-forward.
+    pub dense_lead: u64,
+    /// The shared experts' width, `n_ff_exp × n_expert_shared`.
+    pub shared_width: u64,
+    /// Blocks carry `exp_probs_b`, the selection bias added to the router's probabilities.
+    pub probs_bias: bool,
+    /// `n_expert_groups` and `n_group_used` (no group routing below two groups).
+    pub groups: u64,
+    pub groups_used: u64,
+    /// `expert_weights_norm`, and an `expert_weights_scale` other than 0 or 1.
     pub norm_weights: bool,
     pub scale_weights: bool,
 }

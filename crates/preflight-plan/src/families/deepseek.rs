@@ -8,6 +8,7 @@
 //! wrapper is in `kimi_k25.rs`.
 
 use super::*;
+use crate::model::Deepseek2Graph;
 
 /// Keys of the V3 config class (transformers `DeepseekV3Config`); V3.2 adds the indexer's.
 const KEYS: &[(&str, Grade)] = &[
@@ -163,6 +164,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     };
     let positive = |key: &str| kv.opt(key).filter(|n| *n > 0);
     let mut mla_shape = None;
+    let mut graph = None;
     let layers = match (
         positive("attention.key_length_mla"),
         positive("attention.value_length_mla"),
@@ -212,6 +214,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
                 rope_dim,
                 indexer_head_dim: None,
             };
+            graph = deepseek2_graph(kv, &dims, kv_lora_rank, rope_dim, k_mla, v_mla);
             // key_length_mla is a query/key head's width, nope and rope parts together.
             mla_shape = Some(MlaShape {
                 dims: MlaDims {
@@ -239,7 +242,68 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     };
     let mut normalized = llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers);
     normalized.model.mla = mla_shape;
+    normalized.model.llama_cpp_graph = graph.map(LlamaCppGraph::Deepseek2);
     Some(normalized)
+}
+
+/// The MLA graph llama.cpp builds for this file (models/deepseek2.cpp:540-592), where the
+/// planner replays it: routing by softmax or sigmoid (deepseek2.cpp:22-31), no attention
+/// temperature input (deepseek2.cpp:451-455). `probs_bias` is the tensors' to say
+/// (`exp_probs_b` is optional, deepseek2.cpp:132): `gguf.rs` sets it.
+fn deepseek2_graph(
+    kv: &GgufReader,
+    dims: &Dims,
+    kv_lora_rank: u64,
+    qk_rope: u64,
+    k_mla: u64,
+    v_mla: u64,
+) -> Option<Deepseek2Graph> {
+    let (layers, vocab) = (dims.layers, dims.vocab);
+    // The lite variants read no q_lora_rank and project queries with `wq` (deepseek2.cpp:8-14, 105-110).
+    let lite = layers == 27 || layers == 26 || (layers == 48 && vocab == 128_256);
+    let q_lora_rank = match lite {
+        true => 0,
+        false => kv.opt("attention.q_lora_rank")?,
+    };
+    let gating = match kv.opt("expert_gating_func").unwrap_or(0) {
+        0 if (layers == 47 || layers == 48) && vocab == 154_880 => 2,
+        0 => 1,
+        other => other,
+    };
+    // Softmax and sigmoid are each one in-place op on the logits (llama-graph.cpp:2054-2061);
+    // the other gating functions shape the graph otherwise.
+    let temperature = kv.opt_float("attention.temperature_scale").unwrap_or(0.0);
+    if !matches!(gating, 1 | 2) || temperature != 0.0 {
+        return None;
+    }
+    let groups = kv.opt("expert_group_count").unwrap_or(0);
+    let experts = kv.opt("expert_count").unwrap_or(0);
+    // llama.cpp asserts groups that split the experts evenly, some but not all of them kept, and
+    // takes each group's best two (llama-model.cpp:1365-1370, llama-graph.cpp:2103).
+    let groups_used = match groups > 1 {
+        true => kv.opt("expert_group_used_count")?,
+        false => 0,
+    };
+    if groups > 1 && (!experts.is_multiple_of(groups) || experts / groups < 2 || !(1..groups).contains(&groups_used)) {
+        return None;
+    }
+    let scale = kv.opt_float("expert_weights_scale").unwrap_or(0.0);
+    Some(Deepseek2Graph {
+        q_lora_rank,
+        kv_lora_rank,
+        qk_nope: k_mla - qk_rope,
+        qk_rope,
+        v_head: v_mla,
+        dense_lead: kv.opt("leading_dense_block_count").unwrap_or(0),
+        shared_width: kv
+            .opt("expert_feed_forward_length")?
+            .saturating_mul(kv.opt("expert_shared_count").unwrap_or(0)),
+        probs_bias: false,
+        groups,
+        groups_used,
+        norm_weights: kv.opt_flag("expert_weights_norm").unwrap_or(false),
+        scale_weights: scale != 0.0 && scale != 1.0,
+    })
 }
 
 /// The MLA geometry every DeepSeek-layout config declares.

@@ -40,6 +40,7 @@ const REPLAYED: &[&str] = &[
     "phi3",
     "nemotron_h",
     "nemotron_h_moe",
+    "deepseek2",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.

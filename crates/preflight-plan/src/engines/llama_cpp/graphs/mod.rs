@@ -2,6 +2,7 @@
 //! (`src/models/<arch>.cpp` in the vendored tree), over `llm_graph_context`'s builders
 //! (llama-graph.cpp) here, replayed through ggml-alloc (`../ggml.rs`).
 
+mod deepseek2;
 mod gemma3;
 mod llama;
 mod nemotron_h;
@@ -25,6 +26,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::Gemma3 => gemma3::graph(shape),
         LlamaCppGraph::Phi3 => phi3::graph(shape),
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
+        LlamaCppGraph::Deepseek2(params) => deepseek2::graph(shape, &params),
     };
     built.reserve(ALIGNMENT)
 }
@@ -84,6 +86,22 @@ pub(super) enum Gating {
     SoftmaxNormalised,
     /// Top-k of the logits, softmax over the chosen (gpt-oss).
     SoftmaxOfChosen,
+    /// Softmax or sigmoid over all experts, the choice among the best groups of the
+    /// (biased) probabilities, the chosen weights normalised and scaled as declared (DeepSeek-V3).
+    Grouped(Routing),
+}
+
+/// How a [`Gating::Grouped`] router chooses (llama-graph.cpp:2077-2166).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Routing {
+    /// `exp_probs_b` added to the probabilities the experts are chosen by.
+    pub(super) probs_bias: bool,
+    /// Expert groups and the groups kept (no grouping below two groups).
+    pub(super) groups: u64,
+    pub(super) groups_used: u64,
+    /// The chosen weights normalised to sum to one, and scaled.
+    pub(super) norm: bool,
+    pub(super) scale: bool,
 }
 
 /// `llm_graph_context`'s builders over a [`Graph`], each making the tensors llama-graph.cpp
@@ -284,11 +302,7 @@ impl<'s> Builder<'s> {
 
     /// `build_ffn(LLM_FFN_SILU | LLM_FFN_GELU, LLM_FFN_PAR)`: gate and up, SwiGLU or GeGLU, down.
     pub(super) fn ffn(&mut self, x: Id, tokens: u64) -> Id {
-        let width = self.s.ffn_width;
-        let up = self.linear(x, width, tokens, false);
-        let gate = self.linear(x, width, tokens, false);
-        let act = self.g.op(Type::F32, [width, tokens, 1, 1], &[gate, up], false);
-        self.linear(act, self.s.hidden, tokens, false)
+        self.ffn_of(x, tokens, self.s.ffn_width)
     }
 
     /// `build_moe_ffn` (llama-graph.cpp:2007-2373): router, top-k, the chosen experts' gate,
@@ -300,10 +314,14 @@ impl<'s> Builder<'s> {
         let logits = self.linear(x, s.experts, t, bias);
         let g = &mut self.g;
         let probs = match gating {
-            Gating::SoftmaxNormalised => g.like(logits, &[logits], true),
+            Gating::SoftmaxNormalised | Gating::Grouped(_) => g.like(logits, &[logits], true),
             Gating::SoftmaxOfChosen => logits,
         };
-        let order = g.op(Type::I32, [s.experts, t, 1, 1], &[probs], false);
+        let selection = match gating {
+            Gating::Grouped(routing) => select_groups(g, probs, w, routing, s.experts, t),
+            _ => probs,
+        };
+        let order = g.op(Type::I32, [s.experts, t, 1, 1], &[selection], false);
         let chosen = g.view(order, [used, t, 1, 1], g.strides(order));
         let probs_3d = g.reshape(probs, [1, s.experts, t, 1]);
         let weights = g.op(Type::F32, [1, used, t, 1], &[probs_3d, chosen], false);
@@ -313,12 +331,16 @@ impl<'s> Builder<'s> {
                 let softmax = g.op(Type::F32, [used, t, 1, 1], &[flat], true);
                 g.reshape(softmax, [1, used, t, 1])
             }
-            Gating::SoftmaxNormalised => {
-                let flat = g.reshape(weights, [used, t, 1, 1]);
-                let sum = g.op(Type::F32, [1, t, 1, 1], &[flat], false);
-                let sum = g.like(sum, &[sum], true);
-                let normalised = g.op(Type::F32, [used, t, 1, 1], &[flat, sum], true);
-                g.reshape(normalised, [1, used, t, 1])
+            Gating::SoftmaxNormalised => normalise(g, weights, used, t),
+            Gating::Grouped(routing) => {
+                let weights = match routing.norm {
+                    true => normalise(g, weights, used, t),
+                    false => weights,
+                };
+                match routing.scale {
+                    true => g.op(Type::F32, [1, used, t, 1], &[weights], true),
+                    false => weights,
+                }
             }
         };
         g.expand(weights);
@@ -360,6 +382,14 @@ impl<'s> Builder<'s> {
         sum
     }
 
+    /// `build_ffn` of `width` (a shared expert's): gate and up, SwiGLU, down.
+    pub(super) fn ffn_of(&mut self, x: Id, tokens: u64, width: u64) -> Id {
+        let up = self.linear(x, width, tokens, false);
+        let gate = self.linear(x, width, tokens, false);
+        let act = self.g.op(Type::F32, [width, tokens, 1, 1], &[gate, up], false);
+        self.linear(act, self.s.hidden, tokens, false)
+    }
+
     /// At the last layer (`il == n_layer - 1 && inp_out_ids`), `ggml_get_rows` of the output
     /// rows of each tensor; the tokens the rest of the layer runs on.
     pub(super) fn cut_to_outputs(&mut self, last: bool, tensors: [Id; 2], out_ids: Id) -> ([Id; 2], u64) {
@@ -382,4 +412,47 @@ impl<'s> Builder<'s> {
         self.g.expand(logits);
         self.g
     }
+}
+
+/// The chosen weights divided by their sum (clamped away from zero): `norm_w`
+/// (llama-graph.cpp:2148-2162).
+fn normalise(g: &mut Graph, weights: Id, used: u64, t: u64) -> Id {
+    let flat = g.reshape(weights, [used, t, 1, 1]);
+    let sum = g.op(Type::F32, [1, t, 1, 1], &[flat], false);
+    let sum = g.like(sum, &[sum], true);
+    let normalised = g.op(Type::F32, [used, t, 1, 1], &[flat, sum], true);
+    g.reshape(normalised, [1, used, t, 1])
+}
+
+/// The probabilities experts are chosen by: biased by `exp_probs_b`, then, with groups, every
+/// expert outside the `groups_used` groups of the best two-expert sums masked to -inf
+/// (llama-graph.cpp:2077-2118).
+fn select_groups(g: &mut Graph, probs: Id, bias: Id, routing: Routing, experts: u64, t: u64) -> Id {
+    let selection = match routing.probs_bias {
+        true => g.op(Type::F32, [experts, t, 1, 1], &[probs, bias], true),
+        false => probs,
+    };
+    if routing.groups < 2 {
+        return selection;
+    }
+    let (groups, per_group) = (routing.groups, experts / routing.groups);
+    let grouped = g.reshape(selection, [per_group, groups, t, 1]);
+    let rows = g.reshape(grouped, [1, per_group, groups, t]);
+    let order = g.op(Type::I32, [per_group, groups, t, 1], &[grouped], false);
+    let best_two = g.view(order, [2, groups, t, 1], g.strides(order));
+    let best = g.op(Type::F32, [1, 2, groups, t], &[rows, best_two], false);
+    let best = g.reshape(best, [2, groups, t, 1]);
+    let scores = g.op(Type::F32, [1, groups, t, 1], &[best], false);
+    let scores = g.reshape(scores, [groups, t, 1, 1]);
+    let order = g.op(Type::I32, [groups, t, 1, 1], &[scores], false);
+    let kept = g.view(order, [routing.groups_used, t, 1, 1], g.strides(order));
+    let kept_rows = g.op(
+        Type::F32,
+        [per_group, routing.groups_used, t, 1],
+        &[grouped, kept],
+        false,
+    );
+    let masked = g.like(grouped, &[grouped], true);
+    let masked = g.write_into(masked, &[kept_rows, kept, masked]);
+    g.reshape(masked, [experts, t, 1, 1])
 }
