@@ -224,6 +224,118 @@ EXTRA_DEVICES = [
     },
 ]
 
+# Apple silicon (issue 25 item 4): Max and Ultra chips, planned with llama.cpp's Metal
+# backend. One device per chip as Apple bins it: where the memory bandwidth differs with the
+# GPU (M3 Max, M4 Max), the GPU's core count is in the name. The unified memory is the Mac's
+# configuration, not the chip's, so it is never catalogued: the user gives it (`m3-ultra=512GB`).
+# Bandwidth is quoted from Apple's own tech-specs pages (VENDOR_FIGURES); where no Apple text
+# was reachable it stays null (data/README.md lists why).
+APPLE_SILICON = [
+    {"name": "m2-max", "description": "Apple M2 Max (unified memory, Metal)", "vendor": "Apple", "unified_memory": True},
+    {"name": "m2-ultra", "description": "Apple M2 Ultra (unified memory, Metal)", "vendor": "Apple", "unified_memory": True},
+    {
+        "name": "m3-max-30c",
+        "description": "Apple M3 Max, 14-core CPU / 30-core GPU (unified memory, Metal)",
+        "vendor": "Apple",
+        "unified_memory": True,
+    },
+    {
+        "name": "m3-max-40c",
+        "description": "Apple M3 Max, 16-core CPU / 40-core GPU (unified memory, Metal)",
+        "vendor": "Apple",
+        "unified_memory": True,
+    },
+    {"name": "m3-ultra", "description": "Apple M3 Ultra (unified memory, Metal)", "vendor": "Apple", "unified_memory": True},
+    {
+        "name": "m4-max-32c",
+        "description": "Apple M4 Max, 14-core CPU / 32-core GPU (unified memory, Metal)",
+        "vendor": "Apple",
+        "unified_memory": True,
+    },
+    {
+        "name": "m4-max-40c",
+        "description": "Apple M4 Max, 16-core CPU / 40-core GPU (unified memory, Metal)",
+        "vendor": "Apple",
+        "unified_memory": True,
+    },
+]
+APPLE_MBP16_NOV2023 = "https://support.apple.com/en-au/117737"
+APPLE_MBP16_NOV2023_NOTE = "Apple's tech-specs page, MacBook Pro (16-inch, Nov 2023), read as the search tool's pages corpus stores it (address written https://support.apple.com./en-au/117737)"
+APPLE_MAC_STUDIO_2025 = "https://www.apple.com/mac-studio/specs/"
+APPLE_MAC_STUDIO_2025_VIA = "the page (Mac Studio with M4 Max or M3 Ultra, 2025) was not reachable; read through a verbatim copy of its Chip section pasted into a public file (search-index id 58824776158), Apple's non-breaking hyphens kept"
+
+# The GPU's working set on Apple silicon. llama.cpp's Metal backend reports the device's total
+# (and its free memory, less what is allocated) as `MTLDevice.recommendedMaxWorkingSetSize`
+# (ggml/src/ggml-metal/ggml-metal-device.m l.1501–1510, `ggml_metal_device_get_memory`, read
+# by `ggml_backend_metal_device_get_memory`, ggml-metal.cpp l.676–680): what its layer split
+# and its fit size the device by, and what it warns past (ggml-metal-device.m l.2013–2021).
+# Every Metal buffer counts towards it, the weights mapped from the GGUF included
+# (`ggml_metal_buffer_map`, `newBufferWithBytesNoCopy`). macOS sets the figure; Apple
+# documents no formula. The rule below is preflight's, read off the figures llama.cpp (and
+# tools reading the same property) logged on Macs whose memory the reporter stated; newer
+# macOS releases report more on the machines logged, so the rule errs low there.
+METAL_WORKING_SET = {
+    "rule": (
+        "preflight's rule, not Apple's: 2/3 of the unified memory up to 32 GiB, 3/4 above. Read off the "
+        "recommendedMaxWorkingSetSize llama.cpp's Metal backend logs (evidence below, macOS 13-15); macOS 26 "
+        "reports more on the Macs logged (an M5 Max 128 GB: 107.52 GiB, 84%), so the rule is conservative there. "
+        "A Mac's own figure (llama.cpp prints it at start-up; `sudo sysctl iogpu.wired_limit_mb=N` raises it) "
+        "is given with working_set (--working-set)."
+    ),
+    "reported_by": (
+        "ggml/src/ggml-metal/ggml-metal-device.m l.1501-1510 (ggml_metal_device_get_memory: *total = "
+        "recommendedMaxWorkingSetSize, *free = total - currentAllocatedSize), read by "
+        "ggml_backend_metal_device_get_memory (ggml-metal.cpp l.676-680); llama-cpp-python 0.3.36, vendor/llama.cpp"
+    ),
+    "up_to_bytes": 32 * GIB,
+    "fraction_up_to": [2, 3],
+    "fraction_above": [3, 4],
+    "evidence": [
+        {
+            "mac": "M2 Max, 32 GB",
+            "logged": "ggml_metal_init: recommendedMaxWorkingSetSize = 21845.34 MB",
+            "reads": "21845.34 MiB (the log's MB were MiB then) = 2/3 of 32 GiB",
+            "source": "https://github.com/ollama/ollama/issues/434",
+        },
+        {
+            "mac": "M1 Max, 32 GB",
+            "logged": "ggml_metal_init: recommendedMaxWorkingSetSize = 21845.34 MB",
+            "reads": "2/3 of 32 GiB",
+            "source": "https://github.com/ggml-org/llama.cpp/pull/2011",
+        },
+        {
+            "mac": "M2 Max, 96 GB",
+            "logged": "ggml_metal_init: recommendedMaxWorkingSetSize  = 73728,00 MB",
+            "reads": "73728 MiB = 72 GiB = 3/4 of 96 GiB",
+            "source": "https://github.com/ggml-org/llama.cpp/issues/3213",
+        },
+        {
+            "mac": "M2, 64 GB (\"M2 Mac Pro with 64 GB Memory\")",
+            "logged": "ggml_metal_init: recommendedMaxWorkingSetSize  = 51539.61 MB",
+            "reads": "51539.61 MB (10^6) = 48 GiB = 3/4 of 64 GiB",
+            "source": "a llama.cpp issue as copied into a public file (search-index id 30259091797)",
+        },
+        {
+            "mac": "M4, 16 GB, macOS 15.6",
+            "logged": "max_recommended_working_set_size (~10.67 GB on 16GB M4)",
+            "reads": "10.67 GiB = 2/3 of 16 GiB",
+            "source": "https://github.com/exo-explore/exo/pull/1672",
+        },
+        {
+            "mac": "M5 Max, 128 GB, macOS 26.x (above the rule)",
+            "logged": "recommendedMaxWorkingSetSize: 107.52 GiB     # stock",
+            "reads": "84% of 128 GiB; the rule gives 96 GiB",
+            "source": "https://github.com/antirez/ds4/pull/893",
+        },
+        {
+            "mac": "M3 Ultra (memory not stated; above the rule for any M3 Ultra configuration)",
+            "logged": "ggml_metal_device_init: recommendedMaxWorkingSetSize  = 498216.21 MB",
+            "reads": "464 GiB; the rule gives 384 GiB on 512 GiB",
+            "source": "a llama-bench log in a public file (search-index id 40195527572)",
+        },
+    ],
+}
+
 # Vendor figures the shared catalogue lacks, each quoted from the vendor: its datasheet,
 # product page or whitepaper, a vendor-owned repository (NVIDIA's ai-dynamo/aiconfigurator
 # system specs, AMD's ROCm documentation), the vendor's documentation site or its own MLPerf
@@ -446,6 +558,30 @@ VENDOR_FIGURES = {
             "via": MI300X_VIA,
             "quote": "Infinity Fabric Links | 8; Peak Infinity Fabric Link Bandwidth | 128 GB/s",
             "derived": f"7 links x 128 GB/s: in an eight-GPU platform each MI300X reaches its seven peers over seven of its links ({MI300_DOC}: 'The GPUs are using seven high-bandwidth, low-latency AMD Infinity Fabric links (red lines) to form a fully connected 8-GPU system.'); AMD does not say whether 128 GB/s a link is one direction or both",
+        },
+    },
+    "m3-max-30c": {
+        "bandwidth_tb_s": {
+            "value": 0.3,
+            "source": APPLE_MBP16_NOV2023,
+            "quote": "Configurable to: M3 Max with 14-core CPU and 30-core GPU (300GB/s memory bandwidth), or M3 Max with 16-core CPU and 40-core GPU (400GB/s memory bandwidth)",
+            "note": APPLE_MBP16_NOV2023_NOTE,
+        },
+    },
+    "m3-max-40c": {
+        "bandwidth_tb_s": {
+            "value": 0.4,
+            "source": APPLE_MBP16_NOV2023,
+            "quote": "Configurable to: M3 Max with 14-core CPU and 30-core GPU (300GB/s memory bandwidth), or M3 Max with 16-core CPU and 40-core GPU (400GB/s memory bandwidth)",
+            "note": APPLE_MBP16_NOV2023_NOTE,
+        },
+    },
+    "m3-ultra": {
+        "bandwidth_tb_s": {
+            "value": 0.819,
+            "source": APPLE_MAC_STUDIO_2025,
+            "via": APPLE_MAC_STUDIO_2025_VIA,
+            "quote": "Apple M3 Ultra chip … 819GB/s memory bandwidth … Configurable to: M3 Ultra with 32‑core CPU, 80‑core GPU, and 32‑core Neural Engine (819GB/s memory bandwidth)",
         },
     },
 }
@@ -873,6 +1009,9 @@ def devices(data, oracles):
         out.insert(at, vendor_fill(device["name"], entry))
     for extra in EXTRA_DEVICES:
         out.append(vendor_fill(extra["name"], {"aliases": [], "gfx_arch": None, **extra}))
+    for chip in APPLE_SILICON:
+        entry = {"aliases": [], "compute_capability": None, "gfx_arch": None, "memory_bytes": None, **chip}
+        out.append(vendor_fill(chip["name"], entry))
     unused = set(VENDOR_FIGURES) - {e["name"] for e in out}
     if unused:
         die(f"devices: VENDOR_FIGURES for parts not in the catalogue: {sorted(unused)}")
@@ -880,6 +1019,7 @@ def devices(data, oracles):
         "generated_by": "scripts/engines/regenerate.py from engines/devices.json (" + data["generated_by"] + ") and its own VENDOR_FIGURES",
         "rule": data["rule"],
         "vendor_figures_rule": VENDOR_RULE,
+        "metal_working_set": METAL_WORKING_SET,
         "devices": out,
     }
 

@@ -10,6 +10,11 @@
 //! H100 80GB shows 79.19 GiB). A device not listed is given by its capacity (`80GiB`,
 //! `24GB`, bytes), and a listed device whose memory is unknown by `NAME=SIZE`
 //! (`rtx-4090=24GiB`); either way **`24GB` is 24 GiB**, as a vendor means it.
+//!
+//! Apple silicon (`m3-ultra`, `m4-max-40c`, …) is catalogued by chip, not by Mac: its unified
+//! memory is the configuration's, so it is always given (`m3-ultra=512GB`), and what the GPU may
+//! hold of it is macOS's working-set limit ([`default_working_set`], or the Mac's own figure
+//! given as `working_set`). Only llama.cpp (Metal) plans on it.
 
 use std::sync::LazyLock;
 
@@ -49,6 +54,10 @@ pub struct Device {
     pub int8_sparse_ops: Option<f64>,
     /// One GPU's scale-up link (what tensor parallelism talks over), where a vendor gives it.
     pub scale_up: Option<ScaleUp>,
+    /// Apple silicon: CPU and GPU share one memory, the Mac's configuration (never
+    /// catalogued: given as `NAME=SIZE`); the GPU's share is macOS's working set, and the
+    /// engine is llama.cpp's Metal backend.
+    pub unified_memory: bool,
 }
 
 /// A device's scale-up interconnect: the link, its bandwidth and the direction the vendor
@@ -133,6 +142,8 @@ struct Record {
     fp4_sparse_tflops: Option<Sourced<f64>>,
     int8_sparse_tops: Option<Sourced<f64>>,
     scale_up: Option<ScaleUpRecord>,
+    #[serde(default)]
+    unified_memory: bool,
 }
 
 /// The data's scale-up link, in GB/s as the vendor prints it (its source beside it).
@@ -146,6 +157,17 @@ struct ScaleUpRecord {
 #[derive(Deserialize)]
 struct File {
     devices: Vec<Record>,
+    metal_working_set: WorkingSetRule,
+}
+
+/// macOS's default GPU working set as a share of the unified memory (`metal_working_set` in
+/// the data, with the logs it is read from): `fraction_up_to` up to `up_to_bytes`, else
+/// `fraction_above`.
+#[derive(Deserialize)]
+struct WorkingSetRule {
+    up_to_bytes: u64,
+    fraction_up_to: [u64; 2],
+    fraction_above: [u64; 2],
 }
 
 /// 10^12: the data's TB/s and TFLOPS are decimal.
@@ -153,37 +175,55 @@ const TERA: f64 = 1e12;
 /// 10^9: the data's GB/s are decimal.
 const GIGA: f64 = 1e9;
 
+static DATA: LazyLock<File> =
+    LazyLock::new(|| serde_json::from_str(include_str!("../data/devices.json")).expect("data/devices.json is valid"));
+
 static CATALOGUE: LazyLock<Vec<Device>> = LazyLock::new(|| {
-    let file: File = serde_json::from_str(include_str!("../data/devices.json")).expect("data/devices.json is valid");
-    let tera = |f: Option<Sourced<f64>>| f.map(|f| f.value * TERA);
-    file.devices
-        .into_iter()
+    let tera = |f: Option<&Sourced<f64>>| f.map(|f| f.value * TERA);
+    DATA.devices
+        .iter()
         .map(|r| Device {
-            name: r.name,
-            aliases: r.aliases,
-            description: r.description,
-            vendor: r.vendor,
-            compute_capability: r.compute_capability.map(|c| c.value),
-            gfx_arch: r.gfx_arch.map(|g| g.value),
-            memory_bytes: r.memory_bytes.map(|m| m.value),
-            cuda_visible_bytes: r.cuda_visible_bytes.map(|m| m.value),
-            memory_bandwidth_bytes_per_s: tera(r.memory_bandwidth_tb_s),
-            bf16_dense_flops: tera(r.bf16_dense_tflops),
-            fp8_dense_flops: tera(r.fp8_dense_tflops),
-            fp4_dense_flops: tera(r.fp4_dense_tflops),
-            int8_dense_ops: tera(r.int8_dense_tops),
-            bf16_sparse_flops: tera(r.bf16_sparse_tflops),
-            fp8_sparse_flops: tera(r.fp8_sparse_tflops),
-            fp4_sparse_flops: tera(r.fp4_sparse_tflops),
-            int8_sparse_ops: tera(r.int8_sparse_tops),
-            scale_up: r.scale_up.map(|s| ScaleUp {
+            name: r.name.clone(),
+            aliases: r.aliases.clone(),
+            description: r.description.clone(),
+            vendor: r.vendor.clone(),
+            compute_capability: r.compute_capability.as_ref().map(|c| c.value),
+            gfx_arch: r.gfx_arch.as_ref().map(|g| g.value.clone()),
+            memory_bytes: r.memory_bytes.as_ref().map(|m| m.value),
+            cuda_visible_bytes: r.cuda_visible_bytes.as_ref().map(|m| m.value),
+            memory_bandwidth_bytes_per_s: tera(r.memory_bandwidth_tb_s.as_ref()),
+            bf16_dense_flops: tera(r.bf16_dense_tflops.as_ref()),
+            fp8_dense_flops: tera(r.fp8_dense_tflops.as_ref()),
+            fp4_dense_flops: tera(r.fp4_dense_tflops.as_ref()),
+            int8_dense_ops: tera(r.int8_dense_tops.as_ref()),
+            bf16_sparse_flops: tera(r.bf16_sparse_tflops.as_ref()),
+            fp8_sparse_flops: tera(r.fp8_sparse_tflops.as_ref()),
+            fp4_sparse_flops: tera(r.fp4_sparse_tflops.as_ref()),
+            int8_sparse_ops: tera(r.int8_sparse_tops.as_ref()),
+            scale_up: r.scale_up.as_ref().map(|s| ScaleUp {
                 link: s.link,
                 bytes_per_s: s.value_gb_s * GIGA,
                 direction: s.direction,
             }),
+            unified_memory: r.unified_memory,
         })
         .collect()
 });
+
+/// macOS's default GPU working set on Apple silicon of `unified_bytes` of unified memory: what
+/// llama.cpp's Metal backend reports as the device's memory (`recommendedMaxWorkingSetSize`,
+/// ggml-metal-device.m l.1501–1510). **preflight's rule, not Apple's** (Apple publishes no
+/// formula): 2/3 up to 32 GiB, 3/4 above, as public llama.cpp logs show it on macOS 13–15
+/// (`metal_working_set` in data/devices.json lists them); newer macOS reports more on some
+/// Macs, so a Mac's own figure is given as `working_set` instead.
+pub fn default_working_set(unified_bytes: u64) -> u64 {
+    let rule = &DATA.metal_working_set;
+    let [num, den] = match unified_bytes <= rule.up_to_bytes {
+        true => rule.fraction_up_to,
+        false => rule.fraction_above,
+    };
+    u64::try_from(u128::from(unified_bytes) * u128::from(num) / u128::from(den)).unwrap_or(u64::MAX)
+}
 
 /// Every catalogued device, in the data's order. The one list the CLI help, the service and
 /// the Explorer show.
@@ -270,6 +310,10 @@ pub fn capacity(name: &str) -> Result<(String, u64), String> {
     if let Some(device) = find(text) {
         return match device.memory_bytes {
             Some(bytes) => Ok((device.name.clone(), bytes)),
+            None if device.unified_memory => Err(format!(
+                "`{}` is Apple silicon: its unified memory is the Mac's configuration, so give yours as {}=SIZE (e.g. {}=128GB)",
+                device.name, device.name, device.name
+            )),
             None => Err(format!(
                 "`{}`: no vendor source gives its memory, so fit is never planned on a guess; give its size as {}=24GiB (your part's figure), or a plain size such as 24GiB",
                 device.name, device.name
@@ -375,17 +419,24 @@ mod tests {
         ] {
             assert!(find(name).is_some(), "{name}");
         }
-        // The parts without a vendor memory figure: asked for NAME=SIZE instead.
+        // The parts without a vendor memory figure: asked for NAME=SIZE instead. Apple
+        // silicon never has one (its memory is the Mac's configuration).
         let unknown_memory = ["a10g"];
         for d in catalogue() {
             match d.vendor.as_str() {
-                "NVIDIA" if d.name != "a10g" => assert!(d.compute_capability.is_some(), "{}", d.name),
+                "NVIDIA" => assert!(d.compute_capability.is_some() || d.name == "a10g", "{}", d.name),
                 "AMD" => assert!(d.gfx_arch.is_some(), "{}", d.name),
-                _ => {}
+                "Apple" => assert!(
+                    d.unified_memory && d.compute_capability.is_none() && d.gfx_arch.is_none(),
+                    "{}",
+                    d.name
+                ),
+                other => panic!("{}: vendor {other}", d.name),
             }
+            assert_eq!(d.unified_memory, d.vendor == "Apple", "{}", d.name);
             assert_eq!(
                 d.memory_bytes.is_none(),
-                unknown_memory.contains(&d.name.as_str()),
+                d.unified_memory || unknown_memory.contains(&d.name.as_str()),
                 "{}",
                 d.name
             );
@@ -511,6 +562,51 @@ mod tests {
             find("rtx-pro-6000").map(|d| (d.compute_capability, d.memory_bytes)),
             Some((Some(120), Some(96 * GIB)))
         );
+    }
+
+    /// Apple silicon: one device per chip as Apple bins it, the bandwidth quoted where Apple's
+    /// text was reachable (data/README.md lists the rest), the memory always the caller's.
+    #[test]
+    fn apple_silicon_is_named_by_chip_and_sized_by_the_caller() {
+        for (name, bandwidth) in [
+            ("m2-max", None),
+            ("m2-ultra", None),
+            ("m3-max-30c", Some(300e9)),
+            ("m3-max-40c", Some(400e9)),
+            ("m3-ultra", Some(819e9)),
+            ("m4-max-32c", None),
+            ("m4-max-40c", None),
+        ] {
+            let d = find(name).unwrap_or_else(|| panic!("{name}"));
+            assert!(d.unified_memory, "{name}");
+            assert_eq!(d.memory_bandwidth_bytes_per_s.map(|b| b.round()), bandwidth, "{name}");
+            // No TFLOPS and no scale-up figure: none is published by Apple in these terms.
+            assert_eq!((d.bf16_dense_flops, d.scale_up), (None, None), "{name}");
+            // The size is the Mac's: asked for, with the form to give it in.
+            let asked = capacity(name).expect_err("no size");
+            assert!(asked.contains(&format!("{name}=SIZE")), "{asked}");
+            assert!(asked.contains("Apple silicon"), "{asked}");
+        }
+        assert_eq!(capacity("M3-Ultra=512GB"), Ok(("m3-ultra".to_owned(), 512 * GIB)));
+        // A chip binned by its GPU is ambiguous without it: both bins offered, never guessed.
+        let m3_max = capacity("m3-max=128GB").expect_err("which M3 Max");
+        assert!(m3_max.contains("m3-max-30c or m3-max-40c"), "{m3_max}");
+        let m4 = capacity("m4-max").expect_err("which M4 Max");
+        assert!(m4.contains("m4-max-32c or m4-max-40c"), "{m4}");
+    }
+
+    /// macOS's default working set, as the data's rule gives it: 2/3 up to 32 GiB, 3/4 above
+    /// (the figures llama.cpp logged: 21845.34 MiB on 32 GB, 73728 MiB on 96 GB, 48 GiB on 64 GB).
+    #[test]
+    fn the_default_working_set_follows_the_logged_figures() {
+        const MIB: u64 = 1 << 20;
+        assert_eq!(default_working_set(32 * GIB) / MIB, 21_845);
+        assert_eq!(default_working_set(96 * GIB), 72 * GIB);
+        assert_eq!(default_working_set(64 * GIB), 48 * GIB);
+        assert_eq!(default_working_set(36 * GIB), 27 * GIB);
+        assert_eq!(default_working_set(512 * GIB), 384 * GIB);
+        assert_eq!(default_working_set(16 * GIB) / MIB, 10_922);
+        assert_eq!(default_working_set(MAX_DEVICE_BYTES), MAX_DEVICE_BYTES / 4 * 3);
     }
 
     #[test]

@@ -196,6 +196,9 @@ catalogue! {
     /// The model's attention kind needs a kernel the engine has only for other devices
     /// (e.g. vLLM's sparse MLA for DeepSeek-V3.2 on compute capability 9.x/10.x/12.x).
     RuntimeAttentionUnsupported => ("runtime.attention_unsupported", Warning),
+    /// The engine has no backend for the named device: vLLM and SGLang have none for Apple
+    /// silicon's GPU (Metal), so they do not run there. Plan a Mac with llama.cpp.
+    RuntimeDeviceUnsupported => ("runtime.device_unsupported", Warning),
     /// The engine cannot load this file format (e.g. GGUF on vLLM without its plugin,
     /// safetensors on llama.cpp before conversion).
     RuntimeFormatUnsupported => ("runtime.format_unsupported", Warning),
@@ -225,6 +228,7 @@ impl Code {
                 | Code::RuntimeCapabilityTooLow
                 | Code::RuntimeAttentionUnsupported
                 | Code::RuntimeFormatUnsupported
+                | Code::RuntimeDeviceUnsupported
         )
     }
 }

@@ -166,6 +166,12 @@ pub struct PlanOptions {
     /// says what is needed, and `fits` is the devices' alone.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "host_memory")]
     pub host_memory: Option<u64>,
+    /// Apple silicon: the GPU's working set, what macOS lets Metal hold of the unified memory
+    /// (`recommendedMaxWorkingSetSize`, which llama.cpp prints at start-up and `sudo sysctl
+    /// iogpu.wired_limit_mb=N` raises): bytes, or a size (`400GiB`). Default: preflight's rule
+    /// for macOS's default ([`devices::default_working_set`]). Only with an Apple device.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "working_set")]
+    pub working_set: Option<u64>,
     /// llama.cpp `--kv-unified`: one KV stream of `context × sequences` cells that every
     /// sequence shares, instead of a stream a sequence. Default off, as llama.cpp's tools.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -318,6 +324,30 @@ fn host_memory<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
         Given::Number(n) => Ok(Some(n)),
         Given::Text(text) => parse_host_memory(&text).map(Some).map_err(serde::de::Error::custom),
     }
+}
+
+/// `working_set` in JSON: bytes, or a size as `devices` reads one (`400GiB`).
+fn working_set<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Given {
+        Number(u64),
+        Text(String),
+    }
+    match Given::deserialize(deserializer)? {
+        Given::Number(n) => Ok(Some(n)),
+        Given::Text(text) => parse_working_set(&text).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// A working-set size: bytes, or `400GiB` / `400GB` (read as GiB, as device sizes are).
+pub fn parse_working_set(text: &str) -> Result<u64, OptionsError> {
+    devices::bytes(text.trim()).filter(|b| *b > 0).ok_or_else(|| {
+        error(
+            "working_set",
+            format!("`{text}` is not a size: give bytes or e.g. 400GiB"),
+        )
+    })
 }
 
 /// A host RAM size: bytes, or `64GiB` / `64GB` (read as GiB, as everywhere else).
@@ -983,6 +1013,26 @@ impl DeviceGroup {
         devices::find(&self.name)
     }
 
+    /// Apple silicon: the CPU and the GPU share this group's memory.
+    pub fn unified_memory(&self) -> bool {
+        self.device().is_some_and(|d| d.unified_memory)
+    }
+
+    /// Apple silicon: what Metal may hold of the unified memory — `working_set` as given,
+    /// else macOS's default by preflight's rule. `None` for other devices.
+    pub fn working_set_bytes(&self, working_set: Option<u64>) -> Option<u64> {
+        self.unified_memory()
+            .then(|| working_set.unwrap_or_else(|| devices::default_working_set(self.capacity_bytes)))
+    }
+
+    /// What the engine's backend reports as this device's memory: CUDA's total where a log
+    /// measured it, Metal's working set on Apple silicon, else the capacity.
+    pub fn visible_bytes(&self, working_set: Option<u64>) -> u64 {
+        self.cuda_visible_bytes
+            .or_else(|| self.working_set_bytes(working_set))
+            .unwrap_or(self.capacity_bytes)
+    }
+
     /// Canonical text: `name`, or `name=bytes` when the caller gave a catalogued device a
     /// size other than the catalogue's.
     fn spec(&self) -> String {
@@ -1007,6 +1057,14 @@ impl Devices {
     /// decides the fit (and the engine's device-dependent defaults).
     pub fn smallest(&self) -> Option<&DeviceGroup> {
         self.groups.iter().min_by_key(|g| g.capacity_bytes)
+    }
+
+    /// Apple silicon's unified memory, when the devices are a Mac's GPU (then the only group).
+    pub fn unified_memory_bytes(&self) -> Option<u64> {
+        self.groups
+            .iter()
+            .find(|g| g.unified_memory())
+            .map(|g| g.capacity_bytes)
     }
 
     /// One kind of device whose count is left to the planner: the smallest that fits.
@@ -1085,13 +1143,34 @@ impl FromStr for Devices {
             let cuda_visible_bytes = devices::find(&name)
                 .filter(|d| d.memory_bytes == Some(capacity_bytes))
                 .and_then(|d| d.cuda_visible_bytes);
+            // A Mac has one GPU, its memory shared with the CPU: one, never a count to search.
+            let unified = devices::find(&name).is_some_and(|d| d.unified_memory);
+            if unified && count != 1 {
+                return Err(error(
+                    "devices",
+                    format!(
+                        "`{part}`: a Mac has one Apple silicon GPU, sharing its unified memory with the CPU; name it once, without a count"
+                    ),
+                ));
+            }
             groups.push(DeviceGroup {
                 name,
                 capacity_bytes,
                 count,
-                counted,
+                counted: counted || unified,
                 cuda_visible_bytes,
             });
+        }
+        if groups.len() > 1
+            && let Some(mac) = groups.iter().find(|g| g.unified_memory())
+        {
+            return Err(error(
+                "devices",
+                format!(
+                    "{} is a Mac's GPU: it plans alone (llama.cpp's Metal backend, the unified memory its host RAM), not beside other devices",
+                    mac.name
+                ),
+            ));
         }
         Ok(Devices { groups })
     }
@@ -1723,6 +1802,34 @@ impl PlanOptions {
             && (bytes == 0 || bytes > devices::MAX_DEVICE_BYTES)
         {
             return Err(error("host_memory", "give host RAM between 1 byte and 1 PiB"));
+        }
+        let unified = self.devices.as_ref().and_then(Devices::unified_memory_bytes);
+        if let (Some(_), Some(memory)) = (self.host_memory, unified) {
+            return Err(error(
+                "host_memory",
+                format!(
+                    "on Apple silicon host RAM is the unified memory the device names ({}): host_memory does not apply",
+                    crate::findings::size(memory)
+                ),
+            ));
+        }
+        if let Some(bytes) = self.working_set {
+            let Some(memory) = unified else {
+                return Err(error(
+                    "working_set",
+                    "working_set is Apple silicon's GPU working set (Metal's recommendedMaxWorkingSetSize): name the Mac's chip and memory in devices too (e.g. m3-ultra=512GB)",
+                ));
+            };
+            if bytes == 0 || bytes > memory {
+                return Err(error(
+                    "working_set",
+                    format!(
+                        "{} is not a working set of {} of unified memory: give at most the memory",
+                        crate::findings::size(bytes),
+                        crate::findings::size(memory)
+                    ),
+                ));
+            }
         }
         if self.override_tensor.len() > MAX_OVERRIDES {
             return Err(error(

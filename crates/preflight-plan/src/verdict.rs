@@ -802,7 +802,13 @@ pub struct DeviceMemory {
     /// 79.19 GiB): the engines budget from this, not from the nominal capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cuda_visible_bytes: Option<u64>,
-    /// `gpu_utilization` × `cuda_visible_bytes` (else `capacity_bytes`), rounded down.
+    /// Apple silicon: what Metal may hold of the unified memory (`capacity_bytes`), macOS's
+    /// `recommendedMaxWorkingSetSize` — `working_set` as given, else preflight's rule for
+    /// macOS's default. llama.cpp sizes the device by it: it is `usable_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_set_bytes: Option<u64>,
+    /// `gpu_utilization` × `cuda_visible_bytes` (else `working_set_bytes`, else
+    /// `capacity_bytes`), rounded down.
     pub usable_bytes: u64,
     pub weights_bytes: u64,
     /// RoPE tables and other module buffers (see `RankMemory::buffers_bytes`).
@@ -843,13 +849,18 @@ pub struct HostMemory {
     pub output_bytes: u64,
     /// Layers left on the CPU, the output layer counted as llama.cpp counts it.
     pub layers: u64,
-    /// `host_memory`, when given.
+    /// `host_memory`, when given; on Apple silicon, what the device's buffers leave of the
+    /// unified memory (`unified_memory_bytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom_bytes: Option<i64>,
-    /// Within `host_memory`; null when none is given (host RAM is not checked).
+    /// Within `capacity_bytes`; null when there is none (host RAM is not checked).
     pub fits: Option<bool>,
+    /// Apple silicon: the one memory host RAM and the device share. Each buffer is counted
+    /// once, where llama.cpp places it (the device's weights are the mapped GGUF, not a copy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unified_memory_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub estimated: Vec<String>,
 }

@@ -140,6 +140,12 @@ pub struct MemoryArgs {
     /// output buffers), e.g. 64GiB: checked like a device [default: not checked].
     #[arg(long, value_name = "SIZE", value_parser = parse_host_memory, help_heading = "Engine")]
     pub host_memory: Option<u64>,
+    /// Apple silicon: the GPU's working set, what macOS lets Metal hold of the unified memory
+    /// (llama.cpp prints it as recommendedMaxWorkingSetSize; `sudo sysctl
+    /// iogpu.wired_limit_mb=N` raises it), e.g. 400GiB [default: preflight's rule for macOS's
+    /// default, 2/3 of the memory up to 32 GiB, 3/4 above (docs/memory.md § Apple silicon)].
+    #[arg(long, value_name = "SIZE", value_parser = parse_working_set, help_heading = "Engine")]
+    pub working_set: Option<u64>,
     /// llama.cpp: one KV stream shared by every sequence instead of one each.
     #[arg(long, help_heading = "Engine")]
     pub kv_unified: bool,
@@ -185,6 +191,10 @@ fn parse_host_memory(s: &str) -> Result<u64, OptionsError> {
     preflight_plan::options::parse_host_memory(s)
 }
 
+fn parse_working_set(s: &str) -> Result<u64, OptionsError> {
+    preflight_plan::options::parse_working_set(s)
+}
+
 fn parse_workload(s: &str) -> Result<preflight_plan::workload::Workload, OptionsError> {
     s.parse().map_err(|message| OptionsError {
         option: "workload",
@@ -214,17 +224,21 @@ fn devices_help() -> String {
         "Devices to place the system on: NAME[:COUNT],… with NAME a catalogued device, NAME=SIZE for a \
          catalogued device whose memory the catalogue does not know (a10g=24GiB), or a capacity \
          (85899345920, 80GiB, or 24GB — a device's GB is read as GiB everywhere, as vendors mean it). \
-         Naming the part also judges each engine's kernels on it (compute capability).\n\nCatalogue:",
+         Naming the part also judges each engine's kernels on it (compute capability). Apple silicon \
+         is named by chip with the Mac's unified memory, once (m3-ultra=512GB), and planned with \
+         llama.cpp (Metal).\n\nCatalogue:",
     );
     for d in preflight_plan::devices::catalogue() {
-        let memory = d.memory_bytes.map_or_else(
-            || "memory unknown: NAME=SIZE".to_owned(),
-            |b| format!("{} GiB", b >> 30),
-        );
+        let memory = match (d.memory_bytes, d.unified_memory) {
+            (Some(b), _) => format!("{} GiB", b >> 30),
+            (None, true) => "the Mac's memory: NAME=SIZE".to_owned(),
+            (None, false) => "memory unknown: NAME=SIZE".to_owned(),
+        };
         let capability = d
             .capability_text()
             .map(|c| format!("cc {c}"))
             .or_else(|| d.gfx_arch.clone())
+            .or_else(|| d.unified_memory.then(|| "Metal".to_owned()))
             .unwrap_or_else(|| "capability unknown".to_owned());
         help.push_str(&format!(
             "\n  {:<11} {} ({memory}, {capability})",
@@ -290,6 +304,7 @@ impl MemoryArgs {
             tensor_split: self.tensor_split.clone(),
             fit: self.fit,
             host_memory: self.host_memory,
+            working_set: self.working_set,
             kv_unified: self.kv_unified,
             swa_full: self.swa_full,
             workload: self.workload,

@@ -649,8 +649,10 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
     .into_iter()
     .flatten()
     .collect::<String>();
-    // Engines budget from what CUDA sees of a device, not its nominal size: say which.
+    // Engines budget from what CUDA sees of a device, not its nominal size, and llama.cpp
+    // from the working set macOS gives Metal on Apple silicon: say which.
     let mut seen: Vec<String> = Vec::new();
+    let mut metal: Vec<String> = Vec::new();
     for d in &m.per_device {
         if let Some(visible) = d.cuda_visible_bytes.filter(|v| *v != d.capacity_bytes) {
             let note = format!("{} {} of {}", d.device, bytes(visible), bytes(d.capacity_bytes));
@@ -658,10 +660,25 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
                 seen.push(note);
             }
         }
+        if let Some(working_set) = d.working_set_bytes {
+            let note = format!(
+                "{} {} of {} unified",
+                d.device,
+                bytes(working_set),
+                bytes(d.capacity_bytes)
+            );
+            if !metal.contains(&note) {
+                metal.push(note);
+            }
+        }
     }
-    let of = match seen.is_empty() {
-        true => "of each device".to_owned(),
-        false => format!("of what CUDA sees ({})", seen.join(", ")),
+    let of = match (seen.is_empty(), metal.is_empty()) {
+        (true, true) => "of each device".to_owned(),
+        (false, _) => format!("of what CUDA sees ({})", seen.join(", ")),
+        (true, false) => format!(
+            "of the working set macOS gives Metal ({}; --working-set)",
+            metal.join(", ")
+        ),
     };
     let _ = writeln!(
         out,
@@ -713,10 +730,15 @@ fn system_memory(out: &mut String, m: &Memory, hybrid: bool, releases: &Releases
         start = end;
     }
     if let Some(h) = &m.host {
+        // On Apple silicon host RAM is what the GPU's buffers leave of the one memory.
+        let what = match h.unified_memory_bytes {
+            Some(_) => "unified memory left",
+            None => "host memory",
+        };
         let held = match (h.capacity_bytes, h.fits) {
-            (Some(capacity), Some(true)) => format!("{} / {} host memory  fits", bytes(h.total_bytes), bytes(capacity)),
+            (Some(capacity), Some(true)) => format!("{} / {} {what}  fits", bytes(h.total_bytes), bytes(capacity)),
             (Some(capacity), _) => format!(
-                "{} / {} host memory  DOES NOT FIT: {} over",
+                "{} / {} {what}  DOES NOT FIT: {} over",
                 bytes(h.total_bytes),
                 bytes(capacity),
                 bytes(h.total_bytes.saturating_sub(capacity))

@@ -39,8 +39,12 @@ pub fn judge(artifact: usize, subject: &Subject, devices: &[DeviceGroup]) -> Run
     let engines = &*runtimes::data::ENGINES;
     let run = |engine: Engine| -> Runtime {
         let outcome = match engine {
-            Engine::Vllm => vllm::runtime::judge(engines, subject, devices),
-            Engine::Sglang => sglang::runtime::judge(engines, subject, devices),
+            Engine::Vllm => {
+                vllm::runtime::judge(engines, subject, devices).without_metal(devices, vllm::runtime::ON_METAL)
+            }
+            Engine::Sglang => {
+                sglang::runtime::judge(engines, subject, devices).without_metal(devices, sglang::runtime::ON_METAL)
+            }
             Engine::LlamaCpp => llama_cpp::runtime::judge(engines, subject),
             Engine::Transformers => transformers::judge(engines, subject, devices),
         };

@@ -15,11 +15,12 @@ pub struct Target<'a> {
 
 impl Target<'_> {
     /// Usable bytes of a device: engines budget from what CUDA reports of it (an "80 GB"
-    /// H100 shows 79.19 GiB), where that was measured, else from its capacity — the share
+    /// H100 shows 79.19 GiB), where that was measured, from Metal's working set on Apple
+    /// silicon, else from its capacity — the share
     /// the engine lets the plan fill (vLLM's `gpu_memory_utilization`, SGLang's
     /// `mem_fraction_static`, all of it for llama.cpp).
     pub(crate) fn usable_of(&self, group: &DeviceGroup) -> u64 {
-        let capacity = group.cuda_visible_bytes.unwrap_or(group.capacity_bytes);
+        let capacity = group.visible_bytes(self.options.working_set);
         self.engine.unit().usable(self.options, capacity)
     }
 }
@@ -87,8 +88,19 @@ fn placed_at(
     Some((devices, host, each))
 }
 
+/// What host RAM may hold: `host_memory` when given; on Apple silicon, what the devices'
+/// buffers leave of the unified memory (one memory, each buffer counted once where it sits).
+fn host_capacity(options: &PlanOptions, devices: &[BackendTerms]) -> Option<u64> {
+    let unified = options.devices.as_ref().and_then(|d| d.unified_memory_bytes());
+    match (options.host_memory, unified) {
+        (Some(given), _) => Some(given),
+        (None, Some(memory)) => Some(devices.iter().fold(memory, |left, d| left.saturating_sub(d.total()))),
+        (None, None) => None,
+    }
+}
+
 /// Whether every device holds its backend's share within its usable bytes, and the host its
-/// own within `host_memory` when given — and the engine's own fit found the devices some use.
+/// own within its capacity when it has one — and the engine's own fit found the devices some use.
 fn backends_fit(
     placed: &(Vec<BackendTerms>, BackendTerms, Vec<Backends>),
     usable: &[u64],
@@ -96,7 +108,7 @@ fn backends_fit(
 ) -> bool {
     let (devices, host, each) = placed;
     devices.iter().zip(usable).all(|(d, u)| d.total() <= *u)
-        && options.host_memory.is_none_or(|h| host.total() <= h)
+        && host_capacity(options, devices).is_none_or(|h| host.total() <= h)
         && !each.iter().any(|b| b.fit_left_devices_empty)
 }
 
@@ -169,6 +181,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 device: group.name.clone(),
                 capacity_bytes: group.capacity_bytes,
                 cuda_visible_bytes: group.cuda_visible_bytes,
+                working_set_bytes: group.working_set_bytes(options.working_set),
                 usable_bytes: *usable_bytes,
                 weights_bytes: terms.weights,
                 buffers_bytes: 0,
@@ -186,6 +199,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
             });
         }
         let total = placed_host.total();
+        let capacity = host_capacity(options, placed_devices);
         host = Some(HostMemory {
             weights_bytes: placed_host.weights,
             buffers_bytes: 0,
@@ -196,11 +210,10 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
             compute_bytes: placed_host.compute,
             output_bytes: placed_host.output,
             layers: placed_host.layers,
-            capacity_bytes: options.host_memory,
-            headroom_bytes: options
-                .host_memory
-                .map(|h| i64::try_from(i128::from(h) - i128::from(total)).unwrap_or(i64::MIN)),
-            fits: options.host_memory.map(|h| !lower_bound && total <= h),
+            capacity_bytes: capacity,
+            headroom_bytes: capacity.map(|h| i64::try_from(i128::from(h) - i128::from(total)).unwrap_or(i64::MIN)),
+            fits: capacity.map(|h| !lower_bound && total <= h),
+            unified_memory_bytes: devices.and_then(Devices::unified_memory_bytes),
             estimated: match each.iter().any(|b| b.estimated) {
                 true => vec!["activation_bytes".to_owned()],
                 false => Vec::new(),
@@ -233,6 +246,7 @@ pub fn system(sizings: &[&Sizing], options: &PlanOptions, engine: MemoryEngine) 
                 device: group.name.clone(),
                 capacity_bytes: group.capacity_bytes,
                 cuda_visible_bytes: group.cuda_visible_bytes,
+                working_set_bytes: group.working_set_bytes(options.working_set),
                 usable_bytes,
                 weights_bytes: held.weights_bytes,
                 buffers_bytes: held.buffers_bytes,

@@ -191,6 +191,25 @@ pub(crate) struct Outcome {
 }
 
 impl Outcome {
+    /// An engine with no Metal backend (`why`): every Apple silicon device refused, whatever
+    /// else was judged of it (a capability it does not have) or of the artifact.
+    pub(crate) fn without_metal(mut self, devices: &[DeviceGroup], why: &str) -> Outcome {
+        for group in devices.iter().filter(|g| g.unified_memory()) {
+            let mut j = Judgement::default();
+            j.set(
+                Support::No,
+                Code::RuntimeDeviceUnsupported,
+                group.name.clone(),
+                format!("{why}; plan Apple silicon with llama.cpp (Metal)"),
+            );
+            match self.devices.iter_mut().find(|(name, _)| *name == group.name) {
+                Some((_, judged)) => *judged = j,
+                None => self.devices.push((group.name.clone(), j)),
+            }
+        }
+        self
+    }
+
     /// The general verdict settles it: no hybrid question, no device to judge.
     pub(crate) fn settled(general: Judgement) -> Outcome {
         Outcome {
@@ -267,6 +286,10 @@ pub(crate) fn capability(group: &DeviceGroup) -> Result<u32, String> {
         (Some(cc), _) => Ok(cc),
         (None, Some(gfx)) => Err(format!(
             "{} is an AMD part ({gfx}): the engines' ROCm paths are not judged",
+            device.description
+        )),
+        (None, None) if device.unified_memory => Err(format!(
+            "{} is Apple silicon (its GPU runs Metal, with no compute capability): the engine's CUDA gates do not apply, and its Apple path is not judged",
             device.description
         )),
         (None, None) => Err(format!(

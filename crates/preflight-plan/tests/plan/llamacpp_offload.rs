@@ -373,7 +373,7 @@ fn offload_knobs_are_llama_cpp_options_checked_before_any_work() {
 
 /// gpt-oss-120b's header stub (`fixtures/tools/mkgguf_gpt_oss_120b.py`: the oracle's 20b stub
 /// at 36 blocks and 128 experts, from the real config).
-fn gpt_oss_120b() -> preflight_formats::facts::ArtifactFacts {
+pub(crate) fn gpt_oss_120b() -> preflight_formats::facts::ArtifactFacts {
     let dir = crate::support::fixtures().join("llamacpp-offload");
     let size: u64 = std::fs::read_to_string(dir.join("gpt-oss-120b-MXFP4-like.gguf.size"))
         .expect("size")

@@ -5,6 +5,7 @@
 //! llama.cpp's own allocations and vLLM's startup logs, and against the properties the plan
 //! must keep — with the throughput bounds and each engine's runtime verdict on named devices.
 
+mod apple_silicon;
 mod bounded;
 mod catalogue_doc;
 mod deepseek_v2;

@@ -234,6 +234,61 @@ fn llama_cpp_offload_flags_place_layers_and_show_host_ram() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("n_cpu_moe"));
 }
 
+/// A Mac by chip and memory: llama.cpp sizes Metal by macOS's working set, said in the text
+/// and in `--json`; host RAM is what the GPU leaves of the same memory; `--working-set` gives
+/// the Mac's own figure; vLLM does not run there.
+#[test]
+fn apple_silicon_plans_against_the_working_set() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = materialize("Qwen/Qwen3-8B-GGUF", dir.path());
+    let gguf = repo.join("Qwen3-8B-Q4_K_M.gguf");
+    let gguf = gguf.to_str().expect("utf8");
+    let out = preflight(&["plan", gguf, "--context", "8192", "--devices", "m4-max-40c=36GB"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "of the working set macOS gives Metal (m4-max-40c 27.00 GiB of 36.00 GiB unified; --working-set)",
+        "/ 27.00 GiB usable  fits",
+        "unified memory left  fits",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    let json = |extra: &[&str]| -> Value {
+        let mut argv = vec![
+            "plan",
+            "--json",
+            gguf,
+            "--context",
+            "8192",
+            "--devices",
+            "m4-max-40c=36GB",
+        ];
+        argv.extend_from_slice(extra);
+        let out = preflight(&argv);
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let v = json(&[]);
+    let device = &v["memory"]["per_device"][0];
+    assert_eq!(device["working_set_bytes"], 27u64 << 30);
+    assert_eq!(device["usable_bytes"], 27u64 << 30);
+    assert_eq!(v["memory"]["host"]["unified_memory_bytes"], 36u64 << 30);
+    let raised = json(&["--working-set", "30GiB"]);
+    assert_eq!(raised["memory"]["per_device"][0]["usable_bytes"], 30u64 << 30);
+    // vLLM has no Metal backend: it does not run on the Mac (exit 4, the finding named).
+    let out = preflight(&["plan", gguf, "--engine", "vllm", "--devices", "m3-ultra=192GB"]);
+    assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("runtime.device_unsupported"));
+    // A working set without a Mac, or a Mac without its memory, is bad usage.
+    for args in [
+        ["--devices", "l4", "--working-set", "20GiB"],
+        ["--devices", "m3-ultra", "--context", "4096"],
+    ] {
+        let mut argv = vec!["plan", gguf];
+        argv.extend_from_slice(&args);
+        assert_eq!(preflight(&argv).status.code(), Some(2), "{args:?}");
+    }
+}
+
 #[test]
 fn deepseek_v3_on_eight_h200s_fits_its_whole_context() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -455,9 +455,17 @@ impl<'a> Placer<'a> {
                 Rule::Pattern(i, to) => (self.options.override_tensor[*i].pattern.clone(), *to),
                 Rule::Layer { layer, fraction, to } => (fraction.pattern(*layer), *to),
             };
-            let to = match to {
-                Backend::Host => "CPU".to_owned(),
-                Backend::Device(d) => format!("CUDA{d}"),
+            // The device's buffer type as llama.cpp names it: `MTL<i>` on Apple silicon
+            // (`GGML_METAL_NAME`, ggml-metal.cpp l.15), `CUDA<i>` otherwise.
+            let metal = self
+                .options
+                .devices
+                .as_ref()
+                .is_some_and(|d| d.unified_memory_bytes().is_some());
+            let to = match (to, metal) {
+                (Backend::Host, _) => "CPU".to_owned(),
+                (Backend::Device(d), true) => format!("MTL{d}"),
+                (Backend::Device(d), false) => format!("CUDA{d}"),
             };
             overrides.push(format!("{pattern}={to}"));
         }

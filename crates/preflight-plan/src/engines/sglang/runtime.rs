@@ -22,6 +22,9 @@ fn method(planner: &str, weights: Weights) -> &str {
     }
 }
 
+/// SGLang on Apple silicon's GPU: a hand-stated rule, not read from the wheel's data.
+pub(crate) const ON_METAL: &str = "SGLang has no Metal backend for serving language models: its runtime targets CUDA and ROCm GPUs (and other accelerators), not Apple silicon's GPU";
+
 pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> Outcome {
     let data = &engines.sglang;
     let mut general = Judgement::default();

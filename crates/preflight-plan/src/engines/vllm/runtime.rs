@@ -21,6 +21,11 @@ fn method(data: &Vllm, subject: &Subject, planner: &str, weights: Weights) -> St
         .map_or_else(|| planner.into(), |o| o.resolves_to.clone())
 }
 
+/// vLLM on Apple silicon's GPU: not read from the wheel's data but from its platform plugins
+/// (`vllm/platforms/__init__.py`: `builtin_platform_plugins` are TPU, CUDA, ROCm, XPU and CPU;
+/// `cpu_platform_plugin` takes macOS). The vllm-metal plugin is a separate package, not modelled.
+pub(crate) const ON_METAL: &str = "vLLM has no Metal backend: its platforms are CUDA, ROCm, TPU, XPU and CPU (vllm/platforms/__init__.py, builtin_platform_plugins), and on macOS it runs on the CPU platform, not the GPU";
+
 pub fn judge(engines: &Engines, subject: &Subject, devices: &[DeviceGroup]) -> Outcome {
     let data = &engines.vllm;
     let mut general = Judgement::default();
