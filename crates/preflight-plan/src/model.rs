@@ -272,6 +272,9 @@ pub enum LlamaCppGraph {
     Qwen3,
     /// `src/models/gemma3.cpp`.
     Gemma3,
+    /// `src/models/qwen35.cpp` and `qwen35moe.cpp`: gated DeltaNet layers between gated
+    /// attention layers.
+    Qwen35,
 }
 
 /// A rotary-embedding table as the config defines it. Engines that precompute cos/sin

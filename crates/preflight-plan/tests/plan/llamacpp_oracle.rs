@@ -32,7 +32,7 @@ const WITHOUT_FLASH_ATTN: f64 = 0.10;
 
 /// Architectures whose llama.cpp graph the planner replays through ggml-alloc: compute +
 /// output must round to the logged figures (each logged to 0.01 MiB).
-const REPLAYED: &[&str] = &["gpt-oss", "llama", "qwen3moe", "gemma3"];
+const REPLAYED: &[&str] = &["gpt-oss", "llama", "qwen3moe", "gemma3", "qwen35", "qwen35moe"];
 
 /// The oracles' directories under `fixtures/oracles/`.
 const SHARED: &str = "llamacpp";

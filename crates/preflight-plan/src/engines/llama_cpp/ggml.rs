@@ -191,7 +191,10 @@ impl Graph {
 
     fn bytes(&self, id: Id) -> u64 {
         let t = &self.tensors[id.0];
-        // ggml_nbytes of a contiguous-or-strided tensor: the last element's end.
+        // ggml_nbytes: an empty tensor has none (ggml.c:1299-1303), else the last element's end.
+        if t.ne.contains(&0) {
+            return 0;
+        }
         (0..4).fold(t.ty.bytes(), |acc, i| {
             acc.saturating_add(t.ne[i].saturating_sub(1).saturating_mul(t.nb[i]))
         })

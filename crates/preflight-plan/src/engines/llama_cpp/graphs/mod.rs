@@ -5,6 +5,7 @@
 mod gemma3;
 mod llama;
 mod openai_moe;
+mod qwen35;
 
 use super::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
@@ -21,6 +22,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::Llama => llama::graph(shape, false),
         LlamaCppGraph::Qwen3 => llama::graph(shape, true),
         LlamaCppGraph::Gemma3 => gemma3::graph(shape),
+        LlamaCppGraph::Qwen35 => qwen35::graph(shape),
     };
     built.reserve(ALIGNMENT)
 }
@@ -57,6 +59,10 @@ pub(super) struct Heads {
     pub(super) qk_norm: bool,
     /// Q scaled after rope (Gemma 3).
     pub(super) scale_q: bool,
+    /// The Q projection holds each head's queries then its output gate (Qwen3.5): Q is a
+    /// strided view of it, and the attention output is multiplied by the gate's sigmoid
+    /// before the output projection (qwen35.cpp:254-333).
+    pub(super) gate: bool,
 }
 
 impl Heads {
@@ -67,6 +73,7 @@ impl Heads {
         sinks: false,
         qk_norm: false,
         scale_q: false,
+        gate: false,
     };
 }
 
@@ -154,25 +161,37 @@ impl<'s> Builder<'s> {
             sinks,
             qk_norm,
             scale_q,
+            gate,
         } = heads;
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
         let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
-        let head = |b: &mut Self, heads: u64, rope: bool| {
-            let y = b.linear(x, heads.saturating_mul(d), t, bias);
-            let y = b.g.reshape(y, [d, heads, t, 1]);
+        // Each head's queries, then its gate: every other `d` floats of the projection.
+        let gated_rows = [
+            4,
+            d.saturating_mul(8),
+            q_width.saturating_mul(8),
+            q_width.saturating_mul(8).saturating_mul(t),
+        ];
+        let head = |b: &mut Self, heads: u64, rope: bool, gated: bool| {
+            let width = heads.saturating_mul(d);
+            let full = b.linear(x, if gated { width.saturating_mul(2) } else { width }, t, bias);
+            let y = match gated {
+                true => b.g.view(full, [d, heads, t, 1], gated_rows),
+                false => b.g.reshape(full, [d, heads, t, 1]),
+            };
             if !rope {
-                return y;
+                return (y, full);
             }
             // `attn_q_norm` / `attn_k_norm`, over each head, before rope.
             let y = if qk_norm { b.norm(y) } else { y };
-            b.g.like(y, &[y, b.positions, b.weight], true)
+            (b.g.like(y, &[y, b.positions, b.weight], true), full)
         };
-        let q = head(self, s.heads, true);
+        let (q, q_full) = head(self, s.heads, true, gate);
         // Gemma 3 scales Q by its attention scale after rope.
         let q = if scale_q { self.g.like(q, &[q], true) } else { q };
-        let k = head(self, s.kv_heads, true);
-        let v = head(self, s.kv_heads, false);
+        let (k, _) = head(self, s.kv_heads, true, false);
+        let (v, _) = head(self, s.kv_heads, false, false);
         let expanded = match order {
             ExpandOrder::KLast => [q, v, k],
             ExpandOrder::InOrder => [q, k, v],
@@ -226,6 +245,15 @@ impl<'s> Builder<'s> {
                 let permuted = g.permute_0213(mixed);
                 g.op(Type::F32, [q_width, t, 1, 1], &[permuted], false)
             }
+        };
+        let out = match gate {
+            true => {
+                let gate = g.view(q_full, [d, s.heads, t, 1], gated_rows);
+                let gate = g.op(Type::F32, [q_width, t, 1, 1], &[gate], false);
+                let gate = g.like(gate, &[gate], true);
+                g.like(out, &[out, gate], true)
+            }
+            false => out,
         };
         self.linear(out, s.hidden, t, bias)
     }
