@@ -279,6 +279,9 @@ pub enum LlamaCppGraph {
     NemotronH(NemotronH),
     /// `src/models/deepseek2.cpp` with MLA (absorbed attention over the latent cache).
     Deepseek2(Deepseek2Graph),
+    /// `src/models/qwen35.cpp` and `qwen35moe.cpp`: gated DeltaNet layers between gated
+    /// attention layers.
+    Qwen35,
 }
 
 /// What Nemotron-H's graph is built from beyond the common shape: the Mamba2 mixer's

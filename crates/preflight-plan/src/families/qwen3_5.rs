@@ -261,6 +261,21 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     let mut normalized = llama_cpp::finish(model_type, family, kv, &dims, layers);
     // An MTP block is a full-attention block with the main stack's geometry.
     normalized.model.mtp_mixer = Some(dims.attention(Span::Full));
+    // The converter writes no `expert_shared_count`: a shared-expert width is the one shared
+    // expert `build_layer_ffn` adds beside the routed ones (qwen35moe.cpp:515-542), counted at
+    // the experts' width as the config path counts it. At another width the graph is not
+    // replayed (the planner keeps one width for all experts).
+    let shared_width = kv.opt("expert_shared_feed_forward_length").unwrap_or(0);
+    let mut replayed = true;
+    if let Some(moe) = normalized.model.moe.as_mut()
+        && shared_width > 0
+    {
+        moe.shared = moe.shared.max(1);
+        replayed = moe.expert_intermediate_size == Some(shared_width);
+    }
+    if replayed {
+        normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Qwen35);
+    }
     // `attn_q` holds the queries and the output gate side by side (qwen35.cpp: `n_embd_head_k
     // × n_head × 2`).
     normalized.shapes.push(ShapeRule {

@@ -23,6 +23,8 @@ pub struct Shape {
     pub(crate) element_bytes: u64,
     /// A multimodal model's dummy encoder pass (vLLM's profile run holds its inputs and outputs).
     pub(crate) encoder: Option<crate::model::EncoderProfile>,
+    /// The first linear-attention layer's mixer (its convolution and state geometry).
+    pub(crate) linear_attention: Option<Mixer>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -81,6 +83,11 @@ impl Shape {
             }),
             element_bytes: dtype.element_bytes(),
             encoder: model.encoder_profile,
+            linear_attention: model
+                .layers
+                .iter()
+                .copied()
+                .find(|m| matches!(m, Mixer::LinearAttention { .. })),
         }
     }
 
@@ -149,4 +156,16 @@ pub struct GraphShape {
     /// `n_seq_max`: the worst-case micro-batch's sequences (`sched_reserve`,
     /// llama-context.cpp:628, 674), each a row of the recurrent state.
     pub sequences: u64,
+    /// Whether each layer is a gated DeltaNet (recurrent state) rather than attention.
+    pub recurrent: Vec<bool>,
+    /// The gated DeltaNet's convolution (kernel, channels of q, k and v together), its key
+    /// heads and width, and its value heads and width.
+    pub conv_kernel: u64,
+    pub conv_channels: u64,
+    pub key_heads: u64,
+    pub key_dim: u64,
+    pub value_heads: u64,
+    pub value_dim: u64,
+    /// The shared experts' width beside the routed ones (0 without).
+    pub shared_expert_width: u64,
 }

@@ -41,6 +41,8 @@ const REPLAYED: &[&str] = &[
     "nemotron_h",
     "nemotron_h_moe",
     "deepseek2",
+    "qwen35",
+    "qwen35moe",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.

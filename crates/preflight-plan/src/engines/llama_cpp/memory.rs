@@ -129,6 +129,22 @@ impl Context {
         let moe = shape.moe.unwrap_or_default();
         let windowed = sizing.caches.iter().find(|c| c.cap.is_some());
         let sequences = self.sequences.max(1);
+        let (conv_kernel, conv_channels, key_dim, value_heads, value_dim) = match shape.linear_attention {
+            Some(Mixer::LinearAttention {
+                conv_dim,
+                conv_kernel,
+                heads,
+                key_dim,
+                value_dim,
+                ..
+            }) => (conv_kernel, conv_dim, key_dim, heads, value_dim),
+            _ => (0, 0, 0, 0, 0),
+        };
+        // The channels are q and k over the key heads, then v: `2 × H_k × S_k + H_v × S_v`.
+        let key_heads = conv_channels
+            .saturating_sub(value_heads.saturating_mul(value_dim))
+            .checked_div(key_dim.saturating_mul(2))
+            .unwrap_or(0);
         GraphShape {
             tokens: self.tokens.div_ceil(sequences).saturating_mul(sequences),
             outputs: self.tokens,
@@ -156,6 +172,18 @@ impl Context {
                 .map(|g| g.and_then(|g| sizing.caches.get(g)).map(|c| c.kind))
                 .collect(),
             sequences: self.sequences,
+            recurrent: sizing
+                .layer_groups
+                .iter()
+                .map(|g| g.and_then(|g| sizing.caches.get(g)).is_some_and(|c| c.kind.is_state()))
+                .collect(),
+            conv_kernel,
+            conv_channels,
+            key_heads,
+            key_dim,
+            value_heads,
+            value_dim,
+            shared_expert_width: moe.width.saturating_mul(moe.shared),
         }
     }
 

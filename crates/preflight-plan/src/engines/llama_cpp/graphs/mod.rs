@@ -8,6 +8,7 @@ mod llama;
 mod nemotron_h;
 mod openai_moe;
 mod phi3;
+mod qwen35;
 
 use super::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
@@ -27,6 +28,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::Phi3 => phi3::graph(shape),
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
         LlamaCppGraph::Deepseek2(params) => deepseek2::graph(shape, &params),
+        LlamaCppGraph::Qwen35 => qwen35::graph(shape),
     };
     built.reserve(ALIGNMENT)
 }
@@ -65,6 +67,10 @@ pub(super) struct Heads {
     pub(super) scale_q: bool,
     /// Q and K roped (not Nemotron-H's attention, which has no rope: nemotron-h.cpp:271-277).
     pub(super) rope: bool,
+    /// The Q projection holds each head's queries then its output gate (Qwen3.5): Q is a
+    /// strided view of it, and the attention output is multiplied by the gate's sigmoid
+    /// before the output projection (qwen35.cpp:254-333).
+    pub(super) gate: bool,
 }
 
 impl Heads {
@@ -76,6 +82,7 @@ impl Heads {
         qk_norm: false,
         scale_q: false,
         rope: true,
+        gate: false,
     };
 }
 
@@ -180,25 +187,49 @@ impl<'s> Builder<'s> {
             qk_norm,
             scale_q,
             rope,
+            gate,
         } = heads;
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
-        let head = |b: &mut Self, heads: u64, roped: bool| {
-            let y = b.linear(x, heads.saturating_mul(d), t, bias);
-            let y = b.g.reshape(y, [d, heads, t, 1]);
+        let q_width = s.heads.saturating_mul(d);
+        // Each head's queries, then its gate: every other `d` floats of the projection.
+        let gated_rows = [
+            4,
+            d.saturating_mul(8),
+            q_width.saturating_mul(8),
+            q_width.saturating_mul(8).saturating_mul(t),
+        ];
+        let head = |b: &mut Self, heads: u64, roped: bool, gated: bool| {
+            let width = heads.saturating_mul(d);
+            let full = b.linear(x, if gated { width.saturating_mul(2) } else { width }, t, bias);
+            let y = match gated {
+                true => b.g.view(full, [d, heads, t, 1], gated_rows),
+                false => b.g.reshape(full, [d, heads, t, 1]),
+            };
             if !roped {
-                return y;
+                return (y, full);
             }
             // `attn_q_norm` / `attn_k_norm`, over each head, before rope.
             let y = if qk_norm { b.norm(y) } else { y };
-            b.g.like(y, &[y, b.positions, b.weight], true)
+            (b.g.like(y, &[y, b.positions, b.weight], true), full)
         };
-        let q = head(self, s.heads, rope);
+        let (q, q_full) = head(self, s.heads, rope, gate);
         // Gemma 3 scales Q by its attention scale after rope.
         let q = if scale_q { self.g.like(q, &[q], true) } else { q };
-        let k = head(self, s.kv_heads, rope);
-        let v = head(self, s.kv_heads, false);
-        self.attend([q, k, v], cache, order, bias, sinks)
+        let (k, _) = head(self, s.kv_heads, rope, false);
+        let (v, _) = head(self, s.kv_heads, false, false);
+        let out = self.attend([q, k, v], cache, order, sinks);
+        let g = &mut self.g;
+        let out = match gate {
+            true => {
+                let gate = g.view(q_full, [d, s.heads, t, 1], gated_rows);
+                let gate = g.op(Type::F32, [q_width, t, 1, 1], &[gate], false);
+                let gate = g.like(gate, &[gate], true);
+                g.like(out, &[out, gate], true)
+            }
+            false => out,
+        };
+        self.linear(out, s.hidden, t, bias)
     }
 
     /// `build_qkv`'s fused path (`wqkv`, llama-graph.cpp:1662-1690): one projection, Q, K and
@@ -222,15 +253,9 @@ impl<'s> Builder<'s> {
     }
 
     /// `build_attn` from Q, K and V (rope applied): expanded in `order`, the K and V rows
-    /// written into the cache, attention over all of it, the output projection.
-    pub(super) fn attend(
-        &mut self,
-        [q, k, v]: [Id; 3],
-        cache: CacheInputs,
-        order: ExpandOrder,
-        bias: bool,
-        sinks: bool,
-    ) -> Id {
+    /// written into the cache, and `build_attn_mha`'s attention over all of it, expanded
+    /// (llama-graph.cpp:2752) — the output projection is the caller's.
+    pub(super) fn attend(&mut self, [q, k, v]: [Id; 3], cache: CacheInputs, order: ExpandOrder, sinks: bool) -> Id {
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
         let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
@@ -294,10 +319,8 @@ impl<'s> Builder<'s> {
                 g.op(Type::F32, [q_width, t, 1, 1], &[permuted], false)
             }
         };
-        // `build_attn_mha` expands its output; the output projection waits for a reader
-        // (llama-graph.cpp:2752).
         g.expand(out);
-        self.linear(out, s.hidden, t, bias)
+        out
     }
 
     /// `build_ffn(LLM_FFN_SILU | LLM_FFN_GELU, LLM_FFN_PAR)`: gate and up, SwiGLU or GeGLU, down.
