@@ -314,6 +314,14 @@ fn mem_fraction_static<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Res
 
 /// `host_memory` in JSON: bytes, or a size as `devices` reads one (`64GiB`).
 fn host_memory<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    size(deserializer, parse_host_memory)
+}
+
+/// A size in JSON: bytes, or text `parse` reads.
+fn size<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+    parse: fn(&str) -> Result<u64, OptionsError>,
+) -> Result<Option<u64>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Given {
@@ -322,22 +330,13 @@ fn host_memory<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
     }
     match Given::deserialize(deserializer)? {
         Given::Number(n) => Ok(Some(n)),
-        Given::Text(text) => parse_host_memory(&text).map(Some).map_err(serde::de::Error::custom),
+        Given::Text(text) => parse(&text).map(Some).map_err(serde::de::Error::custom),
     }
 }
 
 /// `working_set` in JSON: bytes, or a size as `devices` reads one (`400GiB`).
 fn working_set<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Given {
-        Number(u64),
-        Text(String),
-    }
-    match Given::deserialize(deserializer)? {
-        Given::Number(n) => Ok(Some(n)),
-        Given::Text(text) => parse_working_set(&text).map(Some).map_err(serde::de::Error::custom),
-    }
+    size(deserializer, parse_working_set)
 }
 
 /// A working-set size: bytes, or `400GiB` / `400GB` (read as GiB, as device sizes are).

@@ -426,6 +426,20 @@ impl<'s> Builder<'s> {
         )
     }
 
+    /// The final norm over every token (`t_h_nextn`, a graph output: llama-graph.cpp:1377-1379),
+    /// then the output rows of it and their logits: the hybrid graphs, which cut no layer.
+    pub(super) fn output_rows_after_norm(mut self, x: Id, out_ids: Id) -> Graph {
+        let normed = self.norm(x);
+        self.g.set_output(normed);
+        let shape = [self.s.hidden, self.s.outputs, 1, 1];
+        let rows = self.g.op(Type::F32, shape, &[normed, out_ids], false);
+        self.g.set_output(rows);
+        let logits = self.linear(rows, self.s.vocab, self.s.outputs, false);
+        self.g.set_output(logits);
+        self.g.expand(logits);
+        self.g
+    }
+
     /// The final norm and the logits of the outputs; both are graph outputs.
     pub(super) fn output(mut self, x: Id) -> Graph {
         let result_norm = self.norm(x);

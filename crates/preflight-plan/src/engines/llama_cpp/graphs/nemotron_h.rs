@@ -39,17 +39,8 @@ pub(super) fn graph(s: &GraphShape, dims: &NemotronH) -> Graph {
         };
         layer_in = b.g.like(out, &[out, layer_in], true);
     }
-    // The final norm (`t_h_nextn`, a graph output: llama-graph.cpp:1377-1379), then the
-    // output rows of it and their logits (nemotron-h.cpp:245-262).
-    let normed = b.norm(layer_in);
-    b.g.set_output(normed);
-    let rows =
-        b.g.op(Type::F32, [s.hidden, s.outputs, 1, 1], &[normed, out_ids], false);
-    b.g.set_output(rows);
-    let logits = b.linear(rows, s.vocab, s.outputs, false);
-    b.g.set_output(logits);
-    b.g.expand(logits);
-    b.g
+    // nemotron-h.cpp:245-262.
+    b.output_rows_after_norm(layer_in, out_ids)
 }
 
 /// The recurrent state's row-copy inputs, shared by every Mamba2 layer, and the state cache

@@ -35,15 +35,7 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         };
         layer_in = b.g.like(out, &[out, ffn_in], true);
     }
-    let h_nextn = b.norm(layer_in);
-    b.g.set_output(h_nextn);
-    let rows =
-        b.g.op(Type::F32, [s.hidden, s.outputs, 1, 1], &[h_nextn, out_ids], false);
-    b.g.set_output(rows);
-    let logits = b.linear(rows, s.vocab, s.outputs, false);
-    b.g.set_output(logits);
-    b.g.expand(logits);
-    b.g
+    b.output_rows_after_norm(layer_in, out_ids)
 }
 
 /// `build_rs_inp_impl` (llama-graph.cpp:3548-3569): the state-copy indices, one a state
