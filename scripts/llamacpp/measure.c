@@ -1,16 +1,24 @@
 // Measures what llama.cpp allocates for one GGUF over many contexts, the way
 // fixtures/oracles/llamacpp/ was measured (CPU backend, mmap, no extra buffer types), loading
 // the model once: scripts/llamacpp/measure.py drives it and writes the oracle's JSON lines.
-// Build against the tree llama-cpp-python 0.3.36 vendors (commit 0c1e570) as reserve.c says,
-// then:
+// It replaces reserve.c (one context a run), with which fixtures/llamacpp-gpt-oss-settings.jsonl
+// was measured: the same settings, given on stdin. Build against the tree llama-cpp-python
+// 0.3.36 vendors (commit 0c1e570):
 //
+//   tar -xzf llama_cpp_python-0.3.36.tar.gz && cd llama_cpp_python-0.3.36/vendor/llama.cpp
+//   cmake -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF \
+//         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
+//         -DLLAMA_BUILD_SERVER=OFF && make -C build -j llama
 //   g++ -O1 measure.c -Iinclude -Iggml/include build/src/libllama.a build/ggml/src/libggml.a \
 //       build/ggml/src/libggml-cpu.a build/ggml/src/libggml-base.a -fopenmp -lpthread -ldl
 //   printf '4096 1 0 1 0 512\n' | ./a.out MODEL.gguf
 //
 // Each stdin line is one context: N_CTX N_SEQ_MAX KV_UNIFIED FLASH_ATTN SWA_FULL N_UBATCH.
 // Before each, a line `run N_CTX …` marks where its log lines start; llama.cpp's own lines
-// about sizes follow verbatim.
+// about sizes follow verbatim. MODEL.gguf can be a header stub grown to its full size
+// (`truncate -s`): weights are mapped, never read. Setting AT_PRINTF in
+// ggml/src/ggml-alloc.c to print gives ggml-alloc's own trace of every placement, which is
+// what engines/llama_cpp/graphs/ were checked against.
 #include "llama.h"
 #include <stdio.h>
 #include <string.h>

@@ -341,22 +341,19 @@ fn working_set<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
 
 /// A working-set size: bytes, or `400GiB` / `400GB` (read as GiB, as device sizes are).
 pub fn parse_working_set(text: &str) -> Result<u64, OptionsError> {
-    devices::bytes(text.trim()).filter(|b| *b > 0).ok_or_else(|| {
-        error(
-            "working_set",
-            format!("`{text}` is not a size: give bytes or e.g. 400GiB"),
-        )
-    })
+    parse_size("working_set", text, "400GiB")
 }
 
 /// A host RAM size: bytes, or `64GiB` / `64GB` (read as GiB, as everywhere else).
 pub fn parse_host_memory(text: &str) -> Result<u64, OptionsError> {
-    devices::bytes(text.trim()).filter(|b| *b > 0).ok_or_else(|| {
-        error(
-            "host_memory",
-            format!("`{text}` is not a size: give bytes or e.g. 64GiB"),
-        )
-    })
+    parse_size("host_memory", text, "64GiB")
+}
+
+/// A positive size as `devices` reads one, or an error on `option` showing `example`.
+fn parse_size(option: &'static str, text: &str, example: &str) -> Result<u64, OptionsError> {
+    devices::bytes(text.trim())
+        .filter(|b| *b > 0)
+        .ok_or_else(|| error(option, format!("`{text}` is not a size: give bytes or e.g. {example}")))
 }
 
 /// vLLM's accepted `--block-size` values (`CacheConfig.block_size`'s `Literal`).

@@ -156,8 +156,6 @@ pub struct GraphShape {
     /// `n_seq_max`: the worst-case micro-batch's sequences (`sched_reserve`,
     /// llama-context.cpp:628, 674), each a row of the recurrent state.
     pub sequences: u64,
-    /// Whether each layer is a gated DeltaNet (recurrent state) rather than attention.
-    pub recurrent: Vec<bool>,
     /// The gated DeltaNet's convolution (kernel, channels of q, k and v together), its key
     /// heads and width, and its value heads and width.
     pub conv_kernel: u64,

@@ -328,7 +328,7 @@ fn any_device_count_splits_layers_where_tensor_parallelism_could_not() {
 
 /// Settings the oracle did not vary — micro-batches of 256, 1,024 and 2,048 tokens, two and
 /// three sequences (whose micro-batch llama.cpp rounds up to 513 tokens) — measured the same
-/// way (`scripts/llamacpp/reserve.c`, `fixtures/llamacpp-gpt-oss-settings.jsonl`): the
+/// way (`fixtures/llamacpp-gpt-oss-settings.jsonl`, fixtures/README.md says how): the
 /// replayed graph lands on them too.
 #[test]
 fn gpt_oss_replay_holds_at_settings_the_oracle_did_not_vary() {

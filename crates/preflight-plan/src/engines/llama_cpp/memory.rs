@@ -172,11 +172,6 @@ impl Context {
                 .map(|g| g.and_then(|g| sizing.caches.get(g)).map(|c| c.kind))
                 .collect(),
             sequences: self.sequences,
-            recurrent: sizing
-                .layer_groups
-                .iter()
-                .map(|g| g.and_then(|g| sizing.caches.get(g)).is_some_and(|c| c.kind.is_state()))
-                .collect(),
             conv_kernel,
             conv_channels,
             key_heads,

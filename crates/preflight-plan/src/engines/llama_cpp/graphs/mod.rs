@@ -43,6 +43,13 @@ pub(super) struct CacheInputs {
     pub(super) cells: u64,
 }
 
+/// The recurrent state's row-copy inputs (`Builder::state_inputs`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct StateInputs {
+    pub(super) main: Id,
+    pub(super) extra: Id,
+}
+
 /// The order `build_attn` expands Q, K and V in: the unified cache's K last (for rope
 /// fusion), the sliding-window pair's in order (llama-graph.cpp:2895-2897, 3066-3068).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -380,29 +387,7 @@ impl<'s> Builder<'s> {
         let act = g.op(Type::F32, [width, used, t, 1], &[gate, up], false);
         let down = expert(g, e, act);
         let weighted = g.like(down, &[down, weights], true);
-        g.expand(weighted);
-        let nb = g.strides(weighted);
-        // One view per chosen expert (`i × nb[1]` into each token's row), expanded before the adds.
-        let views: Vec<Id> = (0..used)
-            .map(|_| {
-                let view = g.view(weighted, [e, t, 1, 1], [nb[0], nb[2], nb[3], nb[3]]);
-                g.expand(view);
-                view
-            })
-            .collect();
-        let (first, second, rest) = match views.as_slice() {
-            [first, second, rest @ ..] => (*first, *second, rest),
-            // One expert: `ggml_cont` of its view.
-            [only] => return g.op(Type::F32, [e, t, 1, 1], &[*only], false),
-            [] => return x,
-        };
-        let mut sum = g.op(Type::F32, [e, t, 1, 1], &[first, second], true);
-        g.expand(sum);
-        for &view in rest {
-            sum = g.like(sum, &[sum, view], true);
-            g.expand(sum);
-        }
-        sum
+        sum_experts(g, weighted, [e, t], used).unwrap_or(x)
     }
 
     /// `build_ffn` of `width` (a shared expert's): gate and up, SwiGLU, down.
@@ -424,6 +409,41 @@ impl<'s> Builder<'s> {
             tensors.map(|t| self.g.op(Type::F32, shape, &[t, out_ids], false)),
             self.s.outputs,
         )
+    }
+
+    /// `build_rs_inp_impl` (llama-graph.cpp:3548-3569): the recurrent state's row copies, one
+    /// a sequence (the memory holds `n_seq_max` rows, llama-model.cpp:2727), and the two views
+    /// every layer's `build_rs` reads: the sequences' rows and the rest (none at reservation).
+    pub(super) fn state_inputs(&mut self) -> StateInputs {
+        let sequences = self.s.sequences.max(1);
+        let copy = self.g.input(Type::I32, [sequences, 1, 1, 1]);
+        let nb = self.g.strides(copy);
+        StateInputs {
+            main: self.g.view(copy, [sequences, 1, 1, 1], nb),
+            extra: self.g.view(copy, [0, 1, 1, 1], nb),
+        }
+    }
+
+    /// `build_rs` (llama-graph.cpp:3512-3546): the sequences' state rows `rows` makes from the
+    /// state cache (expanded), then the rows beyond them copied back — none at reservation,
+    /// where the micro-batch holds every sequence (`get_n_rs` is the memory's size,
+    /// llama-memory-recurrent.cpp:1318-1320). Views of the cache place nothing.
+    pub(super) fn build_rs(&mut self, inputs: StateInputs, width: u64, rows: impl FnOnce(&mut Graph, Id) -> Id) -> Id {
+        let (cache, g) = (self.cache, &mut self.g);
+        let out = rows(g, cache);
+        g.expand(out);
+        let extra = g.op(Type::F32, [width, 0, 1, 1], &[cache, inputs.extra], false);
+        let copied = g.write_into(cache, &[extra, cache]);
+        g.expand(copied);
+        out
+    }
+
+    /// [`Self::build_rs`] gathering each sequence's `width`-float row.
+    pub(super) fn state_rows(&mut self, inputs: StateInputs, width: u64) -> Id {
+        let sequences = self.s.sequences.max(1);
+        self.build_rs(inputs, width, |g, cache| {
+            g.op(Type::F32, [width, sequences, 1, 1], &[cache, inputs.main], false)
+        })
     }
 
     /// The final norm over every token (`t_h_nextn`, a graph output: llama-graph.cpp:1377-1379),
@@ -492,4 +512,32 @@ fn select_groups(g: &mut Graph, probs: Id, bias: Id, routing: Routing, experts: 
     let masked = g.like(grouped, &[grouped], true);
     let masked = g.write_into(masked, &[kept_rows, kept, masked]);
     g.reshape(masked, [experts, t, 1, 1])
+}
+
+/// The end of `build_moe_ffn` (llama-graph.cpp:2343-2364): the weighted experts' outputs
+/// `weighted` ([width, used, tokens]) expanded, one view per chosen expert (`i × nb[1]` into
+/// each token's row) expanded before the adds, then summed in place — or, for one expert, a
+/// `ggml_cont` of its view. `None` without experts.
+pub(super) fn sum_experts(g: &mut Graph, weighted: Id, [width, tokens]: [u64; 2], used: u64) -> Option<Id> {
+    g.expand(weighted);
+    let nb = g.strides(weighted);
+    let views: Vec<Id> = (0..used)
+        .map(|_| {
+            let view = g.view(weighted, [width, tokens, 1, 1], [nb[0], nb[2], nb[3], nb[3]]);
+            g.expand(view);
+            view
+        })
+        .collect();
+    let (first, second, rest) = match views.as_slice() {
+        [first, second, rest @ ..] => (*first, *second, rest),
+        [only] => return Some(g.op(Type::F32, [width, tokens, 1, 1], &[*only], false)),
+        [] => return None,
+    };
+    let mut sum = g.op(Type::F32, [width, tokens, 1, 1], &[first, second], true);
+    g.expand(sum);
+    for &view in rest {
+        sum = g.like(sum, &[sum, view], true);
+        g.expand(sum);
+    }
+    Some(sum)
 }

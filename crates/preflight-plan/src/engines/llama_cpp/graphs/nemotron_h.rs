@@ -1,4 +1,4 @@
-use super::{Builder, Heads};
+use super::{Builder, Heads, StateInputs, sum_experts};
 use crate::engines::llama_cpp::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
 use crate::model::NemotronH;
@@ -12,17 +12,9 @@ use crate::verdict::CacheKind;
 /// runs over every token, and the output rows are taken after it.
 pub(super) fn graph(s: &GraphShape, dims: &NemotronH) -> Graph {
     let (mut b, mut layer_in) = Builder::new(s);
-    // `build_inp_mem_hybrid` (llama-graph.cpp:3633-3642): the recurrent state's row copies
-    // (one a sequence: the memory holds `n_seq_max` rows, llama-model.cpp:2727) and their
-    // views, then the KV cache's inputs.
-    let sequences = s.sequences.max(1);
-    let s_copy = b.g.input(Type::I32, [sequences, 1, 1, 1]);
-    let nb = b.g.strides(s_copy);
-    let copies = RowCopies {
-        main: b.g.view(s_copy, [sequences, 1, 1, 1], nb),
-        extra: b.g.view(s_copy, [0, 1, 1, 1], nb),
-        states: b.g.external(Type::F32, [1, 1, 1, 1]),
-    };
+    // `build_inp_mem_hybrid` (llama-graph.cpp:3633-3642): the recurrent state's row copies,
+    // then the KV cache's inputs.
+    let copies = b.state_inputs();
     let cache = b.cache_inputs(s.full_cells);
     let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
     let heads = Heads {
@@ -43,34 +35,11 @@ pub(super) fn graph(s: &GraphShape, dims: &NemotronH) -> Graph {
     b.output_rows_after_norm(layer_in, out_ids)
 }
 
-/// The recurrent state's row-copy inputs, shared by every Mamba2 layer, and the state cache
-/// (views of it place nothing, so one external tensor stands for every layer's r and s).
-#[derive(Debug, Clone, Copy)]
-struct RowCopies {
-    main: Id,
-    extra: Id,
-    states: Id,
-}
-
-/// `build_rs` (llama-graph.cpp:3512-3546): the sequences' state rows (`rows`, expanded), then
-/// the rows beyond them copied back — none at reservation, where the micro-batch holds every
-/// sequence (`get_n_rs` is the memory's size, llama-memory-recurrent.cpp:1318-1320). The
-/// cleared state is an in-place op on a view of the cache: it places nothing.
-fn recurrent_state(b: &mut Builder, copies: RowCopies, width: u64, rows: impl FnOnce(&mut Graph) -> Id) -> Id {
-    let g = &mut b.g;
-    let out = rows(g);
-    g.expand(out);
-    let extra = g.op(Type::F32, [width, 0, 1, 1], &[copies.states, copies.extra], false);
-    let written = g.write_into(copies.states, &[extra, copies.states]);
-    g.expand(written);
-    out
-}
-
 /// `build_mamba2_layer` (mamba-base.cpp:153-304) with one state snapshot (`n_rs_seq` 0):
 /// the input projection split into z, xBC and dt; the convolution over the cached columns
 /// and xBC (its last columns written back); the scan over the cached state (its final state
 /// written back); D skip, SwiGLU gate, grouped RMS norm and the output projection.
-fn mamba2(b: &mut Builder, x: Id, dims: &NemotronH, copies: RowCopies) -> Id {
+fn mamba2(b: &mut Builder, x: Id, dims: &NemotronH, copies: StateInputs) -> Id {
     let s = b.s;
     let &NemotronH {
         conv_kernel,
@@ -87,14 +56,7 @@ fn mamba2(b: &mut Builder, x: Id, dims: &NemotronH, copies: RowCopies) -> Id {
     let columns = conv_kernel.saturating_sub(1);
     let w = b.weight;
     // The conv state's rows (l.184-185).
-    let conv = recurrent_state(b, copies, columns * conv_dim, |g| {
-        g.op(
-            Type::F32,
-            [columns * conv_dim, n_seqs, 1, 1],
-            &[copies.states, copies.main],
-            false,
-        )
-    });
+    let conv = b.state_rows(copies, columns * conv_dim);
     let conv = b.g.reshape(conv, [columns, conv_dim, n_seqs, 1]);
     // in_proj, and its z, xBC and dt views (l.192-202).
     let zx = b.linear(x, 2 * inner + 2 * groups * state + heads, t, false);
@@ -119,7 +81,7 @@ fn mamba2(b: &mut Builder, x: Id, dims: &NemotronH, copies: RowCopies) -> Id {
         false,
     );
     let last = g.view(conv_x, [columns, conv_dim, n_seqs, 1], g.strides(conv_x));
-    let written = g.write_into(copies.states, &[last, copies.states]);
+    let written = g.write_into(b.cache, &[last, b.cache]);
     g.expand(written);
     // ssm_conv, bias, silu (l.232-237).
     let xbc = g.op(Type::F32, [conv_dim, n_seq_tokens, n_seqs, 1], &[conv_x, w], false);
@@ -140,18 +102,18 @@ fn mamba2(b: &mut Builder, x: Id, dims: &NemotronH, copies: RowCopies) -> Id {
     // The scan: y and the final states in one tensor (l.258-267; ggml.c:5748-5749).
     let y_len = head_dim * heads * n_seq_tokens * n_seqs;
     let scanned = y_len + state * inner * n_seqs;
-    let y_ssm = recurrent_state(b, copies, state * inner, |g| {
+    let y_ssm = b.build_rs(copies, state * inner, |g, cache| {
         g.op(
             Type::F32,
             [scanned, 1, 1, 1],
-            &[copies.states, xs, dt, w, bs, cs, copies.main],
+            &[cache, xs, dt, w, bs, cs, copies.main],
             false,
         )
     });
     let g = &mut b.g;
     // The final states written to the cache (l.274-279).
     let states = g.view(y_ssm, [state * inner, n_seqs, 1, 1], g.strides(y_ssm));
-    let written = g.write_into(copies.states, &[states, copies.states]);
+    let written = g.write_into(b.cache, &[states, b.cache]);
     g.expand(written);
     // y + x·D, gated by z (l.281-288).
     let shape = [head_dim, heads, n_seq_tokens, n_seqs];
@@ -214,30 +176,7 @@ fn moe(b: &mut Builder, x: Id, dims: &NemotronH) -> Id {
     let squared = g.like(relu, &[relu], true);
     let down = g.op(Type::F32, [n, used, t, 1], &[w, squared, chosen], false);
     let weighted = g.like(down, &[down, weights], true);
-    g.expand(weighted);
-    let nb = g.strides(weighted);
-    // One view per chosen expert, expanded before the adds (llama-graph.cpp:2343-2364).
-    let views: Vec<Id> = (0..used)
-        .map(|_| {
-            let view = g.view(weighted, [n, t, 1, 1], [nb[0], nb[2], nb[3], nb[3]]);
-            g.expand(view);
-            view
-        })
-        .collect();
-    let mut routed = match views.as_slice() {
-        [first, second, rest @ ..] => {
-            let mut sum = g.op(Type::F32, [n, t, 1, 1], &[*first, *second], true);
-            g.expand(sum);
-            for &view in rest {
-                sum = g.like(sum, &[sum, view], true);
-                g.expand(sum);
-            }
-            sum
-        }
-        // One expert: `ggml_cont` of its view.
-        [only] => g.op(Type::F32, [n, t, 1, 1], &[*only], false),
-        [] => input,
-    };
+    let mut routed = sum_experts(g, weighted, [n, t], used).unwrap_or(input);
     if dims.latent > 0 {
         routed = b.linear(routed, s.hidden, t, false);
     }

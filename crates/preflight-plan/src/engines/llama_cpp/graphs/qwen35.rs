@@ -1,4 +1,4 @@
-use super::{Builder, Gating, Heads};
+use super::{Builder, Gating, Heads, StateInputs};
 use crate::engines::llama_cpp::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
 
@@ -12,7 +12,7 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
     let (mut b, mut layer_in) = Builder::new(s);
     // M-RoPE: four positions a token (`n_pos_per_embd`, llama-hparams.cpp:285-288).
     b.positions = b.g.input(Type::I32, [s.tokens.saturating_mul(4), 1, 1, 1]);
-    let states = StateInputs::new(&mut b.g, s.sequences);
+    let states = b.state_inputs();
     let cache = b.cache_inputs(s.full_cells);
     let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
     let heads = Heads {
@@ -20,7 +20,8 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         gate: true,
         ..Heads::PLAIN
     };
-    for &recurrent in &s.recurrent {
+    for kind in &s.layer_caches {
+        let recurrent = kind.is_some_and(|k| k.is_state());
         let x = b.norm(layer_in);
         b.g.expand(x);
         let mixed = match recurrent {
@@ -38,39 +39,6 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
     b.output_rows_after_norm(layer_in, out_ids)
 }
 
-/// `build_rs_inp_impl` (llama-graph.cpp:3548-3569): the state-copy indices, one a state
-/// (`n_rs`, every sequence's in the full memory context), and the two views every layer's
-/// `build_rs` reads: the sequences' rows and the rest (none here).
-#[derive(Debug, Clone, Copy)]
-struct StateInputs {
-    main: Id,
-    extra: Id,
-}
-
-impl StateInputs {
-    fn new(g: &mut Graph, sequences: u64) -> StateInputs {
-        let copy = g.input(Type::I32, [sequences, 1, 1, 1]);
-        let nb = g.strides(copy);
-        StateInputs {
-            main: g.view(copy, [sequences, 1, 1, 1], nb),
-            extra: g.view(copy, [0, 1, 1, 1], nb),
-        }
-    }
-}
-
-/// `build_rs` (llama-graph.cpp:3512-3545): the sequences' `width`-float state rows gathered
-/// from the cache, and the other states' rows (none) copied back into it.
-fn state_rows(b: &mut Builder, states: StateInputs, width: u64) -> Id {
-    let (cache, sequences) = (b.cache, b.s.sequences);
-    let g = &mut b.g;
-    let rows = g.op(Type::F32, [width, sequences, 1, 1], &[cache, states.main], false);
-    g.expand(rows);
-    let extra = g.op(Type::F32, [width, 0, 1, 1], &[cache, states.extra], false);
-    let copied = g.write_into(cache, &[extra, cache]);
-    g.expand(copied);
-    rows
-}
-
 /// `build_layer_attn_linear` (qwen35.cpp:335-468) with `build_conv_state` and
 /// `build_recurrent_attn` (delta-net-base.cpp:449-561): the convolution over the cached
 /// window and the micro-batch, q and k L2-normed, and the fused gated delta rule
@@ -86,7 +54,7 @@ fn delta_net(b: &mut Builder, x: Id, states: StateInputs) -> Id {
     let window = kernel.saturating_sub(1);
     let cache = b.cache;
     // build_conv_state: the cached window, then the micro-batch's projected q, k and v.
-    let conv_states = state_rows(b, states, window.saturating_mul(channels));
+    let conv_states = b.state_rows(states, window.saturating_mul(channels));
     let conv_states = b.g.reshape(conv_states, [window, channels, seqs, 1]);
     let qkv = b.linear(x, channels, t, false);
     let g = &mut b.g;
@@ -105,7 +73,7 @@ fn delta_net(b: &mut Builder, x: Id, states: StateInputs) -> Id {
     let written = g.write_into(cache, &[last, cache]);
     g.expand(written);
     // `n_embd_s`: `ssm_d_state × ssm_d_inner` floats a sequence (llama-hparams.cpp:256-257).
-    let state = state_rows(b, states, sk.saturating_mul(hv).saturating_mul(sv));
+    let state = b.state_rows(states, sk.saturating_mul(hv).saturating_mul(sv));
     let weight = b.weight;
     let g = &mut b.g;
     let state = g.reshape(state, [sv, sv, hv, seqs]);
