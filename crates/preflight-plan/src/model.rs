@@ -266,8 +266,12 @@ impl Mixer {
 pub enum LlamaCppGraph {
     /// `src/models/openai-moe.cpp` (gpt-oss).
     OpenAiMoe,
-    /// `src/models/llama.cpp` (GGUF architecture `llama`).
+    /// `src/models/llama.cpp` (GGUF architecture `llama`), and `mistral3.cpp` without
+    /// temperature tuning, which builds the same nodes.
     Llama,
+    /// `src/models/mistral3.cpp` with `attention.temperature_scale` (Ministral 3): Llama's graph
+    /// with Q multiplied by a per-token scale after rope.
+    Mistral3Tempered,
     /// `src/models/qwen3.cpp` and `qwen3moe.cpp`: Llama's with per-head Q and K norms.
     Qwen3,
     /// `src/models/gemma3.cpp`.

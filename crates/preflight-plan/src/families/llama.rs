@@ -39,15 +39,21 @@ pub static FAMILY: Family = Family {
         }],
     }],
     gguf: Some(Gguf {
-        architectures: &[("llama", "llama"), ("mistral", "mistral")],
-        keys: &[],
+        // convert_hf_to_gguf writes Mistral Small 3.x and Ministral 3 as `mistral3`
+        // (conversion/mistral3.py:14-33); its graph is Llama's (src/models/mistral3.cpp).
+        architectures: &[("llama", "llama"), ("mistral3", "mistral")],
+        keys: &[
+            // Ministral 3's temperature tuning: one more op on Q (mistral3.cpp:110-113, 151-155).
+            ("attention.temperature_scale", Grade::Consumed),
+        ],
         tensors: &[],
         normalize: |model_type, kv| {
+            let tempered = kv.opt_float("attention.temperature_scale").is_some_and(|scale| scale != 0.0);
             let mut normalized = llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1)?;
-            // GGUF `mistral` files are built by another graph (`src/models/mistral3.cpp`).
-            if model_type == "llama" {
-                normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Llama);
-            }
+            normalized.model.llama_cpp_graph = Some(match tempered {
+                true => LlamaCppGraph::Mistral3Tempered,
+                false => LlamaCppGraph::Llama,
+            });
             Some(normalized)
         },
     }),

@@ -43,6 +43,7 @@ const REPLAYED: &[&str] = &[
     "deepseek2",
     "qwen35",
     "qwen35moe",
+    "mistral3",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.
@@ -154,8 +155,8 @@ fn every_row_of_the_shared_oracle_matches_what_llama_cpp_allocated() {
 
 #[test]
 fn every_row_of_the_graphs_oracle_matches_what_llama_cpp_allocated() {
-    // 6 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off.
-    holds_against(GRAPHS, 144);
+    // 8 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off.
+    holds_against(GRAPHS, 192);
 }
 
 /// Every measured row of `oracle`: weights, KV and state exact, compute + output exact where

@@ -1,4 +1,4 @@
-use super::{Builder, ExpandOrder, Heads};
+use super::{Builder, ExpandOrder, Heads, QScale};
 use crate::engines::llama_cpp::ggml::{Graph, Type};
 use crate::memory::GraphShape;
 
@@ -20,7 +20,7 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         let heads = Heads {
             order: ExpandOrder::InOrder,
             qk_norm: true,
-            scale_q: true,
+            scale_q: QScale::Constant,
             ..Heads::PLAIN
         };
         let attention = b.attention(x, cache, heads);

@@ -22,8 +22,9 @@ const ALIGNMENT: u64 = 32;
 pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
     let built = match graph {
         LlamaCppGraph::OpenAiMoe => openai_moe::graph(shape),
-        LlamaCppGraph::Llama => llama::graph(shape, false),
-        LlamaCppGraph::Qwen3 => llama::graph(shape, true),
+        LlamaCppGraph::Llama => llama::graph(shape, false, false),
+        LlamaCppGraph::Mistral3Tempered => llama::graph(shape, false, true),
+        LlamaCppGraph::Qwen3 => llama::graph(shape, true, false),
         LlamaCppGraph::Gemma3 => gemma3::graph(shape),
         LlamaCppGraph::Phi3 => phi3::graph(shape),
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
@@ -70,8 +71,8 @@ pub(super) struct Heads {
     pub(super) sinks: bool,
     /// Q and K normed per head before rope (Qwen3, Gemma 3).
     pub(super) qk_norm: bool,
-    /// Q scaled after rope (Gemma 3).
-    pub(super) scale_q: bool,
+    /// What Q is multiplied by after rope.
+    pub(super) scale_q: QScale,
     /// Q and K roped (not Nemotron-H's attention, which has no rope: nemotron-h.cpp:271-277).
     pub(super) rope: bool,
     /// The Q projection holds each head's queries then its output gate (Qwen3.5): Q is a
@@ -87,10 +88,20 @@ impl Heads {
         bias: false,
         sinks: false,
         qk_norm: false,
-        scale_q: false,
+        scale_q: QScale::None,
         rope: true,
         gate: false,
     };
+}
+
+/// What Q is multiplied by after rope.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum QScale {
+    None,
+    /// Its attention scale, `ggml_scale` (Gemma 3).
+    Constant,
+    /// Temperature tuning's per-token input, `build_inp_attn_scale` (Ministral 3).
+    PerToken(Id),
 }
 
 /// How `build_moe_ffn` turns the router's logits into expert weights.
@@ -221,8 +232,11 @@ impl<'s> Builder<'s> {
             (b.g.like(y, &[y, b.positions, b.weight], true), full)
         };
         let (q, q_full) = head(self, s.heads, rope, gate);
-        // Gemma 3 scales Q by its attention scale after rope.
-        let q = if scale_q { self.g.like(q, &[q], true) } else { q };
+        let q = match scale_q {
+            QScale::None => q,
+            QScale::Constant => self.g.like(q, &[q], true),
+            QScale::PerToken(scale) => self.g.like(q, &[q, scale], true),
+        };
         let (k, _) = head(self, s.kv_heads, rope, false);
         let (v, _) = head(self, s.kv_heads, false, false);
         let out = self.attend([q, k, v], cache, order, sinks);
