@@ -48,7 +48,9 @@ pub static FAMILY: Family = Family {
         ],
         tensors: &[],
         normalize: |model_type, kv| {
-            let tempered = kv.opt_float("attention.temperature_scale").is_some_and(|scale| scale != 0.0);
+            let tempered = kv
+                .opt_float("attention.temperature_scale")
+                .is_some_and(|scale| scale != 0.0);
             let mut normalized = llama_cpp::read_decoder(model_type, FAMILY.name, kv, 1)?;
             normalized.model.llama_cpp_graph = Some(match tempered {
                 true => LlamaCppGraph::Mistral3Tempered,
