@@ -1042,6 +1042,9 @@ pub struct KvCacheGroup {
     /// Bytes one sequence holds in one such layer, whatever its length (conv + recurrent state).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes_per_sequence_per_layer: Option<u64>,
+    /// Per-sequence kinds: the element types of the state's parts, as the engine keeps them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dtypes: Option<StateDtypes>,
     /// Tokens each sequence keeps in such a layer as the engine holds them: `context`, or the
     /// window when shorter, rounded up to whole pages (vLLM) or cells (llama.cpp).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1053,6 +1056,15 @@ pub struct KvCacheGroup {
     /// engine caches them in the same pool, in the group of their kind.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub draft_layers: u64,
+}
+
+/// A recurrent state's element types, named as `kv_dtype` is: the convolution window's (llama.cpp's `R` buffer) and
+/// the recurrent state's (`S`; the SSM or DeltaNet state). llama.cpp keeps both in F32
+/// (`llama-model.cpp:2672-2673, 2725-2726`); vLLM in the model's dtype unless the config pins one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateDtypes {
+    pub conv: String,
+    pub recurrent: String,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -443,7 +443,12 @@ fn artifact_memory(out: &mut String, m: &ArtifactMemory) {
                 }
                 (None, per_sequence) => {
                     let per_sequence = per_sequence.unwrap_or(0);
-                    (format!("{kind} × {} state", bytes(per_sequence)), per_sequence)
+                    let dtypes = match &g.state_dtypes {
+                        Some(d) if d.conv == d.recurrent => format!(" ({})", d.conv),
+                        Some(d) => format!(" (conv {}, state {})", d.conv, d.recurrent),
+                        None => String::new(),
+                    };
+                    (format!("{kind} × {} state{dtypes}", bytes(per_sequence)), per_sequence)
                 }
             };
             // Pages padded to a common size, caches every rank keeps whole: say what is held.

@@ -3,7 +3,7 @@
 
 use crate::model::{Mixer, Span, StateDtype};
 use crate::options::{ComputeDtype, KvDtype};
-use crate::verdict::CacheKind;
+use crate::verdict::{CacheKind, StateDtypes};
 
 /// Layers that cache alike.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub(crate) struct LayerCache {
     /// Per-sequence kinds: bytes one sequence holds, whole and on one rank.
     pub(crate) per_sequence: u64,
     pub(crate) per_sequence_rank: u64,
+    /// Per-sequence kinds: the types the state's two parts are kept in.
+    pub(crate) state_dtypes: Option<StateDtypes>,
     /// Of `per_token_rank`, the sparse-attention indexer's keys, which vLLM pages apart.
     pub(crate) indexer_per_token_rank: u64,
     /// Of `layers`, a speculative drafter's (cached in the same pool, as its kind).
@@ -55,12 +57,13 @@ impl LayerCache {
     }
 }
 
-/// Bytes of one recurrent-state element: the config's pinned dtype, else the model's.
-pub(crate) fn state_element_bytes(dtype: StateDtype, model: ComputeDtype) -> u64 {
+/// The dtype recurrent-state elements are kept in: the config's pinned dtype, else the model's.
+fn state_element_dtype(dtype: StateDtype, model: ComputeDtype) -> ComputeDtype {
     match dtype {
-        StateDtype::F32 => 4,
-        StateDtype::Bf16 | StateDtype::F16 => 2,
-        StateDtype::Model => model.element_bytes(),
+        StateDtype::F32 => ComputeDtype::F32,
+        StateDtype::Bf16 => ComputeDtype::Bf16,
+        StateDtype::F16 => ComputeDtype::F16,
+        StateDtype::Model => model,
     }
 }
 
@@ -80,6 +83,7 @@ pub(crate) fn layer_cache(
         per_token_rank,
         per_sequence: 0,
         per_sequence_rank: 0,
+        state_dtypes: None,
         indexer_per_token_rank: 0,
         draft_layers: 0,
     };
@@ -214,8 +218,9 @@ pub(crate) fn state_cache(
     model: ComputeDtype,
     tp: u64,
 ) -> LayerCache {
+    let recurrent = state_element_dtype(state_dtype, model);
     let conv_bytes = |elements: u64| elements.saturating_mul(model.element_bytes());
-    let state_bytes = |elements: u64| elements.saturating_mul(state_element_bytes(state_dtype, model));
+    let state_bytes = |elements: u64| elements.saturating_mul(recurrent.element_bytes());
     LayerCache {
         kind,
         cap: None,
@@ -224,6 +229,10 @@ pub(crate) fn state_cache(
         per_token_rank: 0,
         per_sequence: conv_bytes(conv).saturating_add(state_bytes(state)),
         per_sequence_rank: conv_bytes(conv / tp).saturating_add(state_bytes(state / tp)),
+        state_dtypes: Some(StateDtypes {
+            conv: model.kv().name().into(),
+            recurrent: recurrent.kv().name().into(),
+        }),
         indexer_per_token_rank: 0,
         draft_layers: 0,
     }

@@ -438,6 +438,7 @@ impl Sizing {
                     layers: c.layers,
                     bytes_per_token_per_layer: (!state).then_some(c.per_token),
                     bytes_per_sequence_per_layer: state.then_some(c.per_sequence),
+                    state_dtypes: c.state_dtypes.clone(),
                     tokens_per_sequence: *tokens,
                     bytes: match ranks {
                         Some(_) => scale(*bytes),

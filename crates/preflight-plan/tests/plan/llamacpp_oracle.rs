@@ -101,6 +101,8 @@ struct Predicted {
     weights: u64,
     kv: u64,
     activation: u64,
+    /// Each recurrent-state group's element types, conv (`R`) then state (`S`).
+    state_dtypes: Vec<[String; 2]>,
 }
 
 fn predict(row: &Value) -> Predicted {
@@ -136,6 +138,12 @@ fn predict(row: &Value) -> Predicted {
         weights: memory.weights_bytes,
         kv: memory.kv_cache_bytes,
         activation: memory.activation_bytes,
+        state_dtypes: memory
+            .kv_cache
+            .iter()
+            .filter_map(|g| g.state_dtypes.as_ref())
+            .map(|d| [d.conv.clone(), d.recurrent.clone()])
+            .collect(),
     }
 }
 
@@ -210,6 +218,24 @@ fn holds_against(oracle: &str, want_held: usize) {
         // Two logged figures, each rounded.
         if (mib(p.kv) - logged(row, "kv_mib") - logged(row, "rs_mib")).abs() > 2.0 * LOGGED_PRECISION_MIB {
             misses.push(format!("KV + state {at}: {:.2} MiB", mib(p.kv)));
+        }
+        // The types llama.cpp's recurrent memory logs (`R (f32)`, `S (f32)`), for every state group.
+        let logged_state_dtypes: Vec<[String; 2]> = row["caches"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["kind"] == "recurrent")
+            .map(|c| [&c["type_r"], &c["type_s"]].map(|t| t.as_str().unwrap_or("?").to_owned()))
+            .collect();
+        let wrong_type = match logged_state_dtypes.first() {
+            Some(logged) => p.state_dtypes.is_empty() || p.state_dtypes.iter().any(|d| d != logged),
+            None => !p.state_dtypes.is_empty(),
+        };
+        if wrong_type {
+            misses.push(format!(
+                "state types {at}: {:?}, logged {logged_state_dtypes:?}",
+                p.state_dtypes
+            ));
         }
         let exact = REPLAYED.contains(&row["arch"].as_str().unwrap_or(""));
         if exact {
