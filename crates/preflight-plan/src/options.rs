@@ -138,8 +138,8 @@ pub struct PlanOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_cpu_moe: Option<u64>,
     /// llama.cpp `--override-tensor PATTERN=DEVICE` (`-ot`): tensors whose name the regex
-    /// matches (searched, as `std::regex_search`) go to `CPU` or to `CUDA<i>`, the i-th device
-    /// of `devices`; the first matching pattern wins, these before `n_cpu_moe`'s.
+    /// matches (searched, as `std::regex_search`) go to `CPU`, to `CUDA<i>`, the i-th device
+    /// of `devices`, or to `MTL0` on Apple silicon; the first matching pattern wins, these before `n_cpu_moe`'s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub override_tensor: Vec<TensorOverride>,
     /// llama.cpp `--no-kv-offload`: every layer's KV cache in host RAM, whatever device holds
@@ -1690,6 +1690,8 @@ pub enum OverrideTarget {
     Cpu,
     /// `CUDA<i>`: the i-th device of `devices`.
     Device(u32),
+    /// `MTL<i>`: the i-th Metal device, Apple silicon's GPU (`GGML_METAL_NAME`, ggml-metal.cpp l.15).
+    Metal(u32),
 }
 
 impl fmt::Display for OverrideTarget {
@@ -1697,6 +1699,7 @@ impl fmt::Display for OverrideTarget {
         match self {
             OverrideTarget::Cpu => f.write_str("CPU"),
             OverrideTarget::Device(i) => write!(f, "CUDA{i}"),
+            OverrideTarget::Metal(i) => write!(f, "MTL{i}"),
         }
     }
 }
@@ -1743,19 +1746,19 @@ impl FromStr for TensorOverride {
             ));
         }
         let upper = target.trim().to_ascii_uppercase();
-        let target = match upper.as_str() {
-            "CPU" => OverrideTarget::Cpu,
-            other => match other.strip_prefix("CUDA").and_then(|i| i.parse::<u32>().ok()) {
-                Some(i) => OverrideTarget::Device(i),
-                None => {
-                    return Err(error(
-                        "override_tensor",
-                        format!(
-                            "`{target}` is not a buffer type preflight plans: CPU, or CUDA<i> for the i-th device of devices"
-                        ),
-                    ));
-                }
-            },
+        let index = |prefix: &str| upper.strip_prefix(prefix).and_then(|i| i.parse::<u32>().ok());
+        let target = match (upper.as_str(), index("CUDA"), index("MTL")) {
+            ("CPU", _, _) => OverrideTarget::Cpu,
+            (_, Some(i), _) => OverrideTarget::Device(i),
+            (_, _, Some(i)) => OverrideTarget::Metal(i),
+            _ => {
+                return Err(error(
+                    "override_tensor",
+                    format!(
+                        "`{target}` is not a buffer type preflight plans: CPU, CUDA<i> for the i-th device of devices, or MTL0 for Apple silicon's GPU"
+                    ),
+                ));
+            }
         };
         let parsed = TensorOverride {
             pattern: pattern.to_owned(),
@@ -1867,22 +1870,42 @@ impl PlanOptions {
                 _ => {}
             }
         }
+        let metal = self
+            .devices
+            .as_ref()
+            .is_some_and(|d| d.unified_memory_bytes().is_some());
         for o in &self.override_tensor {
-            if let OverrideTarget::Device(i) = o.target {
-                // An open count is chosen later: any index below the largest count searched.
-                let count = match (&self.devices, devices) {
-                    (None, _) => 0,
-                    (Some(_), Some(count)) => count,
-                    (Some(_), None) => u64::MAX,
+            // llama.cpp knows a buffer type only by its backend's name: CUDA's, or Metal's on a Mac.
+            let (i, on_metal) = match o.target {
+                OverrideTarget::Cpu => continue,
+                OverrideTarget::Device(i) => (i, false),
+                OverrideTarget::Metal(i) => (i, true),
+            };
+            if self.devices.is_some() && on_metal != metal {
+                let (named, backend) = match metal {
+                    true => ("Apple silicon", "MTL<i>"),
+                    false => ("CUDA devices", "CUDA<i>"),
                 };
-                if u64::from(i) >= count {
-                    return Err(error(
-                        "override_tensor",
-                        format!(
-                            "`{o}` names device {i}, and there are {count} device(s) (CUDA0 is the first of devices)"
-                        ),
-                    ));
-                }
+                return Err(error(
+                    "override_tensor",
+                    format!(
+                        "`{o}` names a buffer type these devices do not have: they are {named}, whose buffer types are {backend}"
+                    ),
+                ));
+            }
+            // An open count is chosen later: any index below the largest count searched.
+            let count = match (&self.devices, devices) {
+                (None, _) => 0,
+                (Some(_), Some(count)) => count,
+                (Some(_), None) => u64::MAX,
+            };
+            if u64::from(i) >= count {
+                return Err(error(
+                    "override_tensor",
+                    format!(
+                        "`{o}` names device {i}, and there are {count} device(s) (index 0 is the first of devices)"
+                    ),
+                ));
             }
         }
         Ok(())

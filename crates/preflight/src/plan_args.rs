@@ -116,7 +116,7 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "N", help_heading = "Engine")]
     pub n_cpu_moe: Option<u64>,
     /// llama.cpp -ot: PATTERN=DEVICE, tensors whose name the regex matches go to CPU (host
-    /// RAM) or CUDA<i> (the i-th of --devices); repeat or comma-separate; the first match
+    /// RAM), CUDA<i> (the i-th of --devices) or MTL0 (Apple silicon's GPU); repeat or comma-separate; the first match
     /// wins, these before --n-cpu-moe's. E.g. `blk\.(1[0-9])\.ffn_.*_exps=CPU`.
     #[arg(long, value_name = "PATTERN=DEVICE", value_delimiter = ',', help_heading = "Engine")]
     pub override_tensor: Vec<TensorOverride>,

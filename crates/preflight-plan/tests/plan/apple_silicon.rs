@@ -10,6 +10,15 @@ use serde_json::Value;
 use crate::llamacpp_offload::gpt_oss_120b;
 use crate::support::{GIB, options, plan_with};
 
+/// Options `json` refuses: the error names `option` and says `says`.
+fn refused(json: &str, option: &str, says: &str) {
+    let err = serde_json::from_str::<PlanOptions>(json)
+        .map_err(|e| e.to_string())
+        .and_then(|o| o.validate().map_err(|e| e.to_string()))
+        .expect_err(json);
+    assert!(err.contains(option) && err.contains(says), "{json}: {err}");
+}
+
 fn verdict_120b(json: &str) -> Verdict {
     plan(&[gpt_oss_120b()], &options(json)).expect("valid options")
 }
@@ -188,13 +197,6 @@ fn vllm_and_sglang_are_refused_on_apple_silicon() {
 /// working set belongs to one, at most its memory; host RAM is the unified memory.
 #[test]
 fn apple_devices_are_one_gpu_sized_by_the_caller() {
-    let refused = |json: &str, option: &str, says: &str| {
-        let err = serde_json::from_str::<PlanOptions>(json)
-            .map_err(|e| e.to_string())
-            .and_then(|o| o.validate().map_err(|e| e.to_string()))
-            .expect_err(json);
-        assert!(err.contains(option) && err.contains(says), "{json}: {err}");
-    };
     refused(r#"{"devices": "m3-ultra"}"#, "devices", "m3-ultra=SIZE");
     refused(r#"{"devices": "m3-ultra=512GB:2"}"#, "devices", "one Apple silicon GPU");
     refused(r#"{"devices": "m3-ultra=512GB,rtx-4090"}"#, "devices", "plans alone");
@@ -221,15 +223,32 @@ fn apple_devices_are_one_gpu_sized_by_the_caller() {
     assert_eq!(devices.unified_memory_bytes(), Some(128 * GIB));
 }
 
-/// The llama.cpp flags name Metal's buffer type: `MTL0`, as ggml-metal names it.
+/// The llama.cpp flags name Metal's buffer type, `MTL0`, as ggml-metal names it; an
+/// `--override-tensor` takes it, and refuses the other backend's name.
 #[test]
 fn the_llama_cpp_command_names_metal() {
     let m = memory_120b(
-        r#"{"context": 8192, "devices": "m4-max-40c=128GB", "override_tensor": ["output=CUDA0", "blk\\.1\\.ffn_.*_exps=CPU"]}"#,
+        r#"{"context": 8192, "devices": "m4-max-40c=128GB", "override_tensor": ["output=MTL0", "blk\\.1\\.ffn_.*_exps=CPU"]}"#,
     );
-    let command = m.offload.expect("offload").command;
+    let offload = m.offload.expect("offload");
+    let command = &offload.command;
     assert!(command.contains("output=MTL0"), "{command}");
     assert!(!command.contains("CUDA"), "{command}");
+    // `MTL0` places as the device it names: the same plan as leaving the output where it goes.
+    let without = memory_120b(
+        r#"{"context": 8192, "devices": "m4-max-40c=128GB", "override_tensor": ["blk\\.1\\.ffn_.*_exps=CPU"]}"#,
+    );
+    assert_eq!(m.per_device, without.per_device);
+    refused(
+        r#"{"devices": "m4-max-40c=128GB", "override_tensor": ["output=CUDA0"]}"#,
+        "override_tensor",
+        "MTL<i>",
+    );
+    refused(
+        r#"{"devices": "rtx-4090:2", "override_tensor": ["output=MTL0"]}"#,
+        "override_tensor",
+        "CUDA<i>",
+    );
     // No Apple bandwidth was reachable for the M4 Max: no decode bound, never a guess.
     assert_eq!(m.throughput_bounds.and_then(|b| b.decode_tokens_per_s), None);
 }

@@ -186,7 +186,7 @@ impl<'a> Placer<'a> {
             .map(|(i, o)| {
                 let to = match o.target {
                     OverrideTarget::Cpu => Backend::Host,
-                    OverrideTarget::Device(d) => Backend::Device(d as usize),
+                    OverrideTarget::Device(d) | OverrideTarget::Metal(d) => Backend::Device(d as usize),
                 };
                 Rule::Pattern(i, to)
             })
