@@ -168,6 +168,12 @@ catalogue! {
     /// The device count does not split the model and no degree was given: the plan uses the
     /// largest degree dividing the count that does; the other devices hold replicas.
     MemoryTensorParallelChosen => ("memory.tensor_parallel_chosen", Info),
+    /// llama.cpp, no `--context` given, devices named: the model's trained context, as
+    /// llama.cpp loads it then, leaves a device under its fit's 1 GiB margin, so llama.cpp's
+    /// `--fit` lowers the context first (common/fit.cpp step 2, down to 4,096 tokens) and the
+    /// plan is at the context it picks. Give `--context` to plan another (the fit then
+    /// changes layers only), or `--fit off`.
+    MemoryContextFitted => ("memory.context_fitted", Info),
     /// With `speculative: eagle3:K`, the second source is the target's EAGLE-3 draft head: it
     /// has no memory block of its own, because its weights, RoPE table and KV cache layer are
     /// held by the target's engine and counted in the target's (`memory.speculative`).

@@ -134,7 +134,7 @@ pub fn plan_with_case<F: Borrow<ArtifactFacts>>(
     // The system's memory only when every artifact's is known: a sum with a gap is wrong.
     let mut system_findings: Vec<(Code, String)> = Vec::new();
     let mut memory = placed.as_ref().and_then(|placed| {
-        system_findings.extend(placed.note.iter().map(|(code, detail)| (*code, detail.clone())));
+        system_findings.extend(placed.notes.iter().map(|(code, detail)| (*code, detail.clone())));
         let sizings: Vec<&memory::Sizing> = prepared.planned()?;
         if sizings.is_empty() {
             return None;

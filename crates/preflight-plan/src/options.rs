@@ -155,12 +155,16 @@ pub struct PlanOptions {
     /// memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tensor_split: Option<TensorSplit>,
-    /// llama.cpp `--fit on|off`: whether llama.cpp picks the layers (and, for MoE, the experts
-    /// kept in host RAM) that fit the devices with its 1 GiB margin (`common/fit.cpp`). Default
-    /// on, as llama.cpp's tools: it runs when neither `gpu_layers`, `tensor_split` (several
-    /// devices), `override_tensor` nor `n_cpu_moe` is given.
+    /// llama.cpp `--fit on|off`: whether llama.cpp lowers a `context` not given, then picks the
+    /// layers (and, for MoE, the experts kept in host RAM) that fit the devices with its 1 GiB
+    /// margin (`common/fit.cpp`). Default on, as llama.cpp's tools: the layers are picked when
+    /// neither `gpu_layers`, `tensor_split` (several devices), `override_tensor` nor
+    /// `n_cpu_moe` is given.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<bool>,
+    /// Never the caller's: set by placement when llama.cpp's fit lowers an unset `context`.
+    #[serde(skip)]
+    pub fitted_context: Option<ContextFit>,
     /// Host RAM for llama.cpp's host buffers (CPU-mapped weights, CPU KV cache, host compute
     /// and output buffers): bytes, or a size (`64GiB`). Default: not checked — `memory.host`
     /// says what is needed, and `fits` is the devices' alone.
@@ -1681,6 +1685,18 @@ impl<'de> Deserialize<'de> for TensorSplit {
             Given::Text(text) => text.parse().map_err(serde::de::Error::custom),
         }
     }
+}
+
+/// What llama.cpp's fit does to a context nobody set (`common_params_fit_impl` step 2,
+/// common/fit.cpp l.373–456): lowers it from the trained one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ContextFit {
+    /// Tokens a sequence, as `context` counts them: the trained context, and the fit's.
+    pub from: u64,
+    pub context: u64,
+    /// The lower context alone fits the one device, so the fit stops there (l.437–440) and
+    /// the layers load as asked; otherwise it goes on to fit the layers.
+    pub settled: bool,
 }
 
 /// Where an `--override-tensor` sends what it matches.

@@ -4,7 +4,7 @@
 //! other devices holding replicas. Each choice is said in an info finding.
 
 use crate::findings::{Code, Findings, grouped};
-use crate::options::{MemoryEngine, OptionsError, PlanOptions};
+use crate::options::{ContextFit, MemoryEngine, OptionsError, PlanOptions};
 use crate::{Described, memory};
 
 /// Most devices of one kind tried for an open count: a full NVL72 rack's worth and some.
@@ -13,8 +13,8 @@ pub const MAX_SEARCHED_DEVICES: u64 = 128;
 pub struct Placed {
     /// The options as planned: the chosen count and degree written in.
     pub options: PlanOptions,
-    /// The choice made, when one was.
-    pub note: Option<(Code, String)>,
+    /// The choices made.
+    pub notes: Vec<(Code, String)>,
 }
 
 /// What the system looks like under `options`: `None` when some artifact cannot be split
@@ -74,10 +74,42 @@ pub fn unsplit_degree(
     }
 }
 
+/// The devices and degree to plan on, then the context: an engine's own fit may lower one
+/// nobody set (llama.cpp's, `memory.context_fitted`).
 pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Placed {
+    let mut placed = choose_devices(described, options, engine);
+    if let Some(fit) = fitted_context(described, &placed.options, engine) {
+        let detail = format!(
+            "no context was given, and llama.cpp would load the model's {} tokens a sequence and fall short of its 1 GiB margin: its fit lowers the context to {} (common/fit.cpp step 2){}",
+            grouped(fit.from),
+            grouped(fit.context),
+            match fit.settled {
+                true => ", enough to keep every layer as asked",
+                false => ", then fits the layers",
+            }
+        );
+        placed.options.fitted_context = Some(fit);
+        placed.notes.push((Code::MemoryContextFitted, detail));
+    }
+    placed
+}
+
+/// What the engine's fit does to a context nobody set, for one artifact (llama.cpp's fit of a
+/// model and its draft together is not followed).
+fn fitted_context(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Option<ContextFit> {
+    if options.context.is_some() || options.devices.is_none() || described.len() != 1 {
+        return None;
+    }
+    let mut scratch = vec![Findings::default()];
+    let prepared = crate::speculative::prepare(described, options, engine, &mut scratch);
+    let sizings = prepared.planned()?;
+    memory::fit_context(sizings.first()?, options, engine)
+}
+
+fn choose_devices(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Placed {
     let as_given = || Placed {
         options: options.clone(),
-        note: None,
+        notes: Vec::new(),
     };
     let Some(devices) = &options.devices else {
         return as_given();
@@ -104,7 +136,7 @@ pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngi
                     );
                     return Placed {
                         options: candidate,
-                        note: Some((Code::MemoryDevicesChosen, detail)),
+                        notes: vec![(Code::MemoryDevicesChosen, detail)],
                     };
                 }
                 Some(false) => largest_placed = Some(candidate),
@@ -118,7 +150,7 @@ pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngi
         );
         return Placed {
             options: largest_placed.unwrap_or_else(|| options.clone()),
-            note: Some((Code::MemoryDevicesChosen, detail)),
+            notes: vec![(Code::MemoryDevicesChosen, detail)],
         };
     }
     let count = devices.count();
@@ -142,7 +174,7 @@ pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngi
             );
             return Placed {
                 options: candidate,
-                note: Some((Code::MemoryTensorParallelChosen, detail)),
+                notes: vec![(Code::MemoryTensorParallelChosen, detail)],
             };
         }
     }

@@ -13,7 +13,8 @@ use preflight_plan::{
 #[derive(Debug, Clone, Default, Args)]
 pub struct MemoryArgs {
     /// Tokens per sequence: a number, or with k / M as people write context windows
-    /// (32k = 32,768; 128K = 131,072; 1M = 1,048,576) [default: each model's maximum context].
+    /// (32k = 32,768; 128K = 131,072; 1M = 1,048,576) [default: each model's maximum context;
+    /// under llama.cpp on devices it cannot fit, the lower one llama.cpp's --fit picks].
     #[arg(long, value_name = "TOKENS", value_parser = parse_tokens, help_heading = "Memory")]
     pub context: Option<u64>,
     /// Sequences served at once, each holding --context tokens of KV cache [default: 1].
@@ -131,9 +132,10 @@ pub struct MemoryArgs {
     /// e.g. 3,1 [default: in proportion to each device's memory].
     #[arg(long, value_name = "A,B,…", help_heading = "Engine")]
     pub tensor_split: Option<TensorSplit>,
-    /// llama.cpp --fit: let llama.cpp pick the layers (and MoE experts kept in host RAM) that
-    /// leave 1 GiB free on each device; it runs unless --gpu-layers, --tensor-split (several
-    /// devices), --override-tensor or --n-cpu-moe is given [default: on, as llama.cpp].
+    /// llama.cpp --fit: let llama.cpp lower a context not given (down to 4,096 tokens), then
+    /// pick the layers (and MoE experts kept in host RAM) that leave 1 GiB free on each device;
+    /// the layers only unless --gpu-layers, --tensor-split (several devices), --override-tensor
+    /// or --n-cpu-moe is given [default: on, as llama.cpp].
     #[arg(long, value_name = "on|off", value_parser = parse_on_off, help_heading = "Engine")]
     pub fit: Option<bool>,
     /// llama.cpp: host RAM for its host buffers (mapped weights, CPU KV cache, host compute and
@@ -303,6 +305,7 @@ impl MemoryArgs {
             split_mode: self.split_mode,
             tensor_split: self.tensor_split.clone(),
             fit: self.fit,
+            fitted_context: None,
             host_memory: self.host_memory,
             working_set: self.working_set,
             kv_unified: self.kv_unified,

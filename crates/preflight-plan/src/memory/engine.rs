@@ -4,7 +4,7 @@
 
 use super::{Sizing, Target, exact_cache_use};
 use crate::model::{Mixer, Model, Rope};
-use crate::options::{ComputeDtype, DeviceGroup, OptionsError, PlanOptions, Speculative};
+use crate::options::{ComputeDtype, ContextFit, DeviceGroup, OptionsError, PlanOptions, Speculative};
 use crate::verdict::{Component, Engine, RankMemory};
 use crate::workload::Scheduler;
 
@@ -147,6 +147,12 @@ pub(crate) trait ServingEngine: Sync {
         _usable: &[u64],
         _full: bool,
     ) -> Option<Backends> {
+        None
+    }
+
+    /// The context the engine itself lowers an unset `context` to on `usable` devices
+    /// (llama.cpp's fit); `None` when it keeps the model's.
+    fn fit_context(&self, _sizing: &Sizing, _target: &Target, _usable: &[u64]) -> Option<ContextFit> {
         None
     }
 

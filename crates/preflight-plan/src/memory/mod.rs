@@ -23,7 +23,7 @@ pub(crate) use cache::LayerCache;
 pub(crate) use engine::{Backend, BackendTerms, Backends, DraftRules, ServingEngine, Whole, WiderSplit, rank_memory};
 pub use shape::Replays;
 pub(crate) use shape::{GraphShape, Shape};
-pub use system::{Target, engine_for, fits_as_planned, system};
+pub use system::{Target, engine_for, fit_context, fits_as_planned, system};
 pub(crate) use weights::part_bytes;
 pub use weights::{NamedTensor, Share, WeightsLayout};
 
@@ -204,7 +204,10 @@ pub fn prepare(
     };
     // A degree that does not split it leaves `rank_weights` out: placement passes such a
     // count by, and a degree the caller gave is refused before sizing (`check_degree`).
-    let context = options.context.unwrap_or(model.context);
+    let context = options
+        .context
+        .or(options.fitted_context.map(|f| f.context))
+        .unwrap_or(model.context);
     if context > model.context {
         let finding = findings.push(
             Code::MemoryContextExceedsModel,

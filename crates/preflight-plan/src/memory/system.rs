@@ -2,7 +2,7 @@
 //! the smallest decides, and the longest context that fits is searched on the exact figures.
 
 use super::{BackendTerms, Backends, Sizing};
-use crate::options::{DeviceGroup, Devices, MemoryEngine, PlanOptions};
+use crate::options::{ContextFit, DeviceGroup, Devices, MemoryEngine, PlanOptions};
 use crate::verdict::{ArtifactMemory, DeviceMemory, Format, HostMemory, LimitedBy, Memory, Offload, RankMemory};
 
 /// What a plan is held against on one device: the engine, and the device it names.
@@ -134,6 +134,24 @@ pub fn fits_as_planned(sizings: &[&Sizing], options: &PlanOptions, engine: Memor
         true => None,
         false => Some(fits),
     }
+}
+
+/// The context the engine's own fit lowers an unset one to on the named devices, if it does.
+pub fn fit_context(sizing: &Sizing, options: &PlanOptions, engine: MemoryEngine) -> Option<ContextFit> {
+    let target = Target {
+        engine,
+        options,
+        device: options.devices.as_ref()?.smallest(),
+    };
+    let usable: Vec<u64> = options
+        .devices
+        .as_ref()
+        .map(each_device)
+        .unwrap_or_default()
+        .iter()
+        .map(|g| target.usable_of(g))
+        .collect();
+    engine.unit().fit_context(sizing, &target, &usable)
 }
 
 /// Share of usable bytes under which a plan that fits is called tight.

@@ -307,6 +307,95 @@ fn fit_keeps_moe_layers_on_the_device_and_their_experts_on_the_host() {
     assert_eq!(m.fits, Some(true));
 }
 
+/// The context llama.cpp's fit lowers an unset one to (common/fit.cpp l.373–440), from the
+/// device totals of the layout as asked at the trained context and at `fit_params_min_ctx`.
+fn lowered_context(file: &str, devices: &str, trained: u64) -> u64 {
+    let as_asked = |context: u64| {
+        let m = memory(
+            file,
+            &format!(r#"{{"context": {context}, "devices": "{devices}", "fit": false}}"#),
+        );
+        m.per_device[0].total_bytes
+    };
+    let (max, min) = (as_asked(trained), as_asked(4096));
+    let target = fit_target(&memory(file, &format!(r#"{{"devices": "{devices}", "fit": false}}"#)));
+    let n_ctx = 4096 + (trained - 4096) * (target - min) / (max - min);
+    n_ctx - n_ctx % 256
+}
+
+#[test]
+fn fit_lowers_a_context_nobody_set_before_it_moves_a_layer() {
+    // Llama-3.1-8B F16 at its 131,072 tokens does not fit one L4; llama.cpp loads it whole
+    // at a context its fit interpolates, and moves no layer.
+    let verdict = planned(LLAMA_F16, r#"{"devices": "l4:1"}"#);
+    let m = verdict.memory.clone().expect("memory");
+    let offload = m.offload.clone().expect("offload");
+    assert!(offload.fit.starts_with("context lowered"), "{}", offload.fit);
+    assert_eq!(offload.gpu_layers, offload.layers);
+    let context = verdict.artifacts[0].memory.as_ref().expect("memory").context;
+    assert_eq!(context, lowered_context(LLAMA_F16, "l4:1", 131_072));
+    assert!(context > 4096 && context < 131_072, "{context}");
+    let finding = verdict.artifacts[0]
+        .findings
+        .iter()
+        .find(|f| f.code.as_str() == "memory.context_fitted")
+        .expect("memory.context_fitted");
+    assert!(
+        finding.detail.contains("131,072") && finding.detail.contains("every layer as asked"),
+        "{}",
+        finding.detail
+    );
+    // The same plan as the context given outright, but that the fit did not run on it.
+    let given = memory(
+        LLAMA_F16,
+        &format!(r#"{{"context": {context}, "devices": "l4:1", "gpu_layers": "all"}}"#),
+    );
+    assert_eq!(given.per_device, m.per_device);
+    assert_sums_to_the_whole(&m, "context lowered");
+}
+
+#[test]
+fn a_context_given_or_the_fit_turned_off_keeps_the_context() {
+    for json in [
+        r#"{"context": 131072, "devices": "l4:1"}"#,
+        r#"{"devices": "l4:1", "fit": false}"#,
+    ] {
+        let verdict = planned(LLAMA_F16, json);
+        assert_eq!(
+            verdict.artifacts[0].memory.as_ref().expect("memory").context,
+            131_072,
+            "{json}"
+        );
+        assert!(
+            !verdict.artifacts[0]
+                .findings
+                .iter()
+                .any(|f| f.code.as_str() == "memory.context_fitted"),
+            "{json}"
+        );
+    }
+}
+
+#[test]
+fn when_the_least_context_does_not_fit_the_fit_goes_on_to_the_layers() {
+    // 14.96 GiB of weights (14 of them offloaded) on a 15 GiB card: not even 4,096 tokens keep
+    // the margin, so the context drops to 4,096 and the fit then moves layers to the host.
+    let verdict = planned(LLAMA_F16, r#"{"devices": "15GiB:1"}"#);
+    let m = verdict.memory.clone().expect("memory");
+    let offload = m.offload.clone().expect("offload");
+    assert_eq!(verdict.artifacts[0].memory.as_ref().expect("memory").context, 4096);
+    assert!(offload.fit.starts_with("fitted"), "{}", offload.fit);
+    assert!(offload.gpu_layers < offload.layers);
+    assert!(m.per_device[0].total_bytes <= fit_target(&m));
+    let detail = &verdict.artifacts[0]
+        .findings
+        .iter()
+        .find(|f| f.code.as_str() == "memory.context_fitted")
+        .expect("memory.context_fitted")
+        .detail;
+    assert!(detail.contains("then fits the layers"), "{detail}");
+}
+
 #[test]
 fn fit_leaves_a_plan_that_keeps_the_margin_as_asked() {
     let m = memory(LLAMA, r#"{"context": 4096, "devices": "l4:1"}"#);

@@ -11,7 +11,7 @@ pub(crate) mod runtime;
 
 use crate::memory::{Backends, DraftRules, ServingEngine, Sizing, Target, Whole, exact_cache_use};
 use crate::model::Mixer;
-use crate::options::{ComputeDtype, OptionsError, PlanOptions, Speculative};
+use crate::options::{ComputeDtype, ContextFit, OptionsError, PlanOptions, Speculative};
 use crate::verdict::Engine;
 
 pub(crate) struct LlamaCpp;
@@ -155,10 +155,41 @@ impl ServingEngine for LlamaCpp {
         placed.fit = Some(match fit {
             offload::Fit::Off => "off".to_owned(),
             offload::Fit::Unchanged => "unchanged: every device keeps llama.cpp's 1 GiB margin as asked".to_owned(),
+            offload::Fit::ContextLowered => {
+                "context lowered: llama.cpp's fit lowered the context nobody set until the layers fit as asked (common/fit.cpp l.373–440)".to_owned()
+            }
             offload::Fit::Fitted => "fitted: llama.cpp's fit chose the layers (common/fit.cpp)".to_owned(),
             offload::Fit::NotRun(why) => format!("not run ({why}): llama.cpp warns and loads as asked"),
         });
         Some(placed)
+    }
+
+    /// llama.cpp's fit, step 2: with no context asked for, n_ctx is the trained context a
+    /// stream (`n_ctx_max`), lowered toward `fit_params_min_ctx` a stream when the layout as
+    /// asked does not fit (`Placer::lowered_context`).
+    fn fit_context(&self, sizing: &Sizing, target: &Target, usable: &[u64]) -> Option<ContextFit> {
+        let options = target.options;
+        if sizing.lower_bound || usable.is_empty() || options.context.is_some() || options.fit == Some(false) {
+            return None;
+        }
+        let sequences = sizing.sequences.max(1);
+        let streams = match memory::Knobs::resolve(options).kv_unified {
+            true => 1,
+            false => sequences,
+        };
+        // `--context` counts a sequence's tokens; llama.cpp's n_ctx, all of theirs.
+        let placer_at = |n_ctx: u64| {
+            let (ctx, compute, output) = memory::reserved(sizing, n_ctx / sequences, target);
+            offload::Placer::new(sizing, options, ctx, compute, output, usable.to_vec())
+        };
+        let n_ctx_max = sizing.max_context.saturating_mul(streams);
+        let n_ctx_min = offload::FIT_MIN_CONTEXT.saturating_mul(streams);
+        let (n_ctx, settled) = placer_at(n_ctx_max).lowered_context(n_ctx_max, n_ctx_min, placer_at)?;
+        Some(ContextFit {
+            from: n_ctx_max / sequences,
+            context: n_ctx / sequences,
+            settled,
+        })
     }
 
     /// Whole 256-cell streams, and windows of a micro-batch more.

@@ -13,6 +13,10 @@ use crate::options::{OverrideTarget, PlanOptions, SplitMode};
 /// (common/common.h l.483).
 pub const FIT_MARGIN: i64 = 1 << 30;
 
+/// `fit_params_min_ctx` (common/common.h l.480): the least context a sequence the fit lowers
+/// an unset one to.
+pub const FIT_MIN_CONTEXT: u64 = 4096;
+
 /// The part of a layer llama.cpp's fit leaves to the next backend (`common_layer_fraction_t`,
 /// common/fit.cpp l.17–23), as the pattern `get_overflow_pattern` writes for it (l.493–530).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +98,9 @@ pub enum Fit {
     Off,
     /// Every device keeps its margin as asked: no change (step 1, l.261–371).
     Unchanged,
+    /// The fit lowered the context nobody set, and that alone fits the device (step 2,
+    /// l.373–440): the layers load as asked.
+    ContextLowered,
     /// The fit chose the layout.
     Fitted,
     /// A change is needed but the caller set what the fit would change: llama.cpp warns and
@@ -236,16 +243,90 @@ impl<'a> Placer<'a> {
         if full || self.options.fit == Some(false) || self.used == 0 {
             return (asked, Fit::Off);
         }
-        // Step 1 (l.261–371): the layout as asked, and whether every device keeps its margin.
-        let first = self.place(&asked);
-        let keeps = (0..self.used).all(|id| self.free(id) - total(&first.devices[id]) >= FIT_MARGIN);
-        if keeps {
-            return (asked, Fit::Unchanged);
+        // Step 2 lowered the context (`lowered_context`, at placement): alone enough on one
+        // device, or on to the layers with no second look at step 1.
+        match self.options.fitted_context {
+            Some(lowered) if lowered.settled => return (asked, Fit::ContextLowered),
+            Some(_) => {}
+            // Step 1 (l.261–371): the layout as asked, and whether every device keeps its margin.
+            None => {
+                let (totals, _) = self.projected();
+                if totals
+                    .iter()
+                    .enumerate()
+                    .all(|(id, used)| self.free(id) - used >= FIT_MARGIN)
+                {
+                    return (asked, Fit::Unchanged);
+                }
+            }
         }
         if let Some(why) = self.fit_blocked() {
             return (asked, Fit::NotRun(why));
         }
         (self.fit(), Fit::Fitted)
+    }
+
+    /// Step 1's projection: each used device's total with the layout as asked, and the
+    /// weights they hold between them.
+    fn projected(&self) -> (Vec<i64>, i64) {
+        let placed = self.place(&self.asked());
+        let used = &placed.devices[..self.used.min(placed.devices.len())];
+        let weights = used.iter().fold(0i64, |acc, d| {
+            acc.saturating_add(i64::try_from(d.weights).unwrap_or(i64::MAX))
+        });
+        (used.iter().map(total).collect(), weights)
+    }
+
+    /// `common_params_fit_impl` step 2 (common/fit.cpp l.373–456) for a context nobody set,
+    /// this placer being at the trained one (`n_ctx_max`, all streams'): when the layout as
+    /// asked leaves a device under its margin and the devices together over their targets,
+    /// the context is interpolated between `n_ctx_min` and `n_ctx_max` to the devices' total
+    /// target (less, over several devices, half a layer's weights a device more — a sixth for
+    /// a MoE) and rounded down to 256 a stream. `at(n_ctx)` is this placer at another context.
+    /// `None`: no change. Else the new `n_ctx`, and whether that settles the fit (one device).
+    pub fn lowered_context<'p>(
+        &self,
+        n_ctx_max: u64,
+        n_ctx_min: u64,
+        at: impl Fn(u64) -> Placer<'p>,
+    ) -> Option<(u64, bool)> {
+        let (used_max, weights) = self.projected();
+        let nd = used_max.len() as i64;
+        let free: Vec<i64> = (0..used_max.len()).map(|id| self.free(id)).collect();
+        if used_max.iter().zip(&free).all(|(used, free)| free - used >= FIT_MARGIN) {
+            return None;
+        }
+        let sum_free = free.iter().fold(0i64, |acc, f| acc.saturating_add(*f));
+        let sum_used = used_max.iter().fold(0i64, |acc, u| acc.saturating_add(*u));
+        let margins = FIT_MARGIN.saturating_mul(nd);
+        if sum_free.saturating_sub(sum_used).saturating_sub(margins) >= 0 || n_ctx_max <= n_ctx_min {
+            return None;
+        }
+        let mut target = sum_free.saturating_sub(margins);
+        if nd > 1 {
+            // `min(n_gpu_layers, hp_ngl)`: the repeating layers unless fewer were asked for.
+            let layers = self
+                .options
+                .gpu_layers
+                .map_or(self.layers, |g| g.resolve(self.layers).min(self.layers));
+            let per_layer = weights / i64::try_from(layers.max(1)).unwrap_or(i64::MAX);
+            let moe = self.sizing.shape.moe.is_some_and(|m| m.experts > 0);
+            target = target.saturating_sub((nd + 1).saturating_mul(per_layer) / if moe { 6 } else { 2 });
+        }
+        let used_min = at(n_ctx_min)
+            .projected()
+            .0
+            .iter()
+            .fold(0i64, |acc, u| acc.saturating_add(*u));
+        if target <= used_min {
+            return Some((n_ctx_min, false));
+        }
+        // Integer arithmetic as llama.cpp's (int64; widened here so it cannot overflow).
+        let grown = i128::from(n_ctx_max - n_ctx_min) * i128::from(target - used_min)
+            / i128::from(sum_used.saturating_sub(used_min)).max(1);
+        let n_ctx = n_ctx_min.saturating_add(u64::try_from(grown).unwrap_or(0));
+        let align = 256 * self.ctx.streams.max(1);
+        Some(((n_ctx - n_ctx % align).max(n_ctx_min), nd <= 1))
     }
 
     fn free(&self, id: usize) -> i64 {
