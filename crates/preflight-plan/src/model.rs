@@ -324,12 +324,7 @@ pub struct Deepseek2Graph {
     pub shared_width: u64,
     /// Blocks carry `exp_probs_b`, the selection bias added to the router's probabilities.
     pub probs_bias: bool,
-    /// `n_expert_groups` and `n_group_used` (no group routing below two groups).
-    pub groups: u64,
-    pub groups_used: u64,
-    /// `expert_weights_norm`, and an `expert_weights_scale` other than 0 or 1.
-    pub norm_weights: bool,
-    pub scale_weights: bool,
+    pub routing: ExpertRouting,
 }
 
 /// What llama.cpp's `glm4moe` graph is built from beyond the common shape: the dense lead,

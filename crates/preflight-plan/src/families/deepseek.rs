@@ -276,7 +276,6 @@ fn deepseek2_graph(
     if !matches!(gating, 1 | 2) || temperature != 0.0 {
         return None;
     }
-    let routing = llama_cpp::read_routing(kv)?;
     Some(Deepseek2Graph {
         q_lora_rank,
         kv_lora_rank,
@@ -288,10 +287,7 @@ fn deepseek2_graph(
             .opt("expert_feed_forward_length")?
             .saturating_mul(kv.opt("expert_shared_count").unwrap_or(0)),
         probs_bias: false,
-        groups: routing.groups,
-        groups_used: routing.groups_used,
-        norm_weights: routing.norm_weights,
-        scale_weights: routing.scale_weights,
+        routing: llama_cpp::read_routing(kv)?,
     })
 }
 

@@ -19,13 +19,7 @@ pub(super) fn graph(s: &GraphShape, p: &Glm4MoeGraph) -> Graph {
         qk_norm: p.qk_norm,
         ..Heads::PLAIN
     };
-    let routing = Routing {
-        probs_bias: true,
-        groups: p.routing.groups,
-        groups_used: p.routing.groups_used,
-        norm: p.routing.norm_weights,
-        scale: p.routing.scale_weights,
-    };
+    let routing = Routing::of(p.routing, true);
     for il in 0..layers {
         let x = b.norm(layer_in);
         let attention = b.attention(x, cache, heads);

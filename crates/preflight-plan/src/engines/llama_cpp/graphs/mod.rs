@@ -13,7 +13,7 @@ mod qwen35;
 
 use super::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
-use crate::model::LlamaCppGraph;
+use crate::model::{ExpertRouting, LlamaCppGraph};
 
 /// The CPU buffer type's alignment (`TENSOR_ALIGNMENT`, ggml-cpu).
 const ALIGNMENT: u64 = 32;
@@ -121,6 +121,19 @@ pub(super) struct Routing {
     /// The chosen weights normalised to sum to one, and scaled.
     pub(super) norm: bool,
     pub(super) scale: bool,
+}
+
+impl Routing {
+    /// The routing a model's keys declare, with the selection bias where its blocks add one.
+    pub(super) fn of(declared: ExpertRouting, probs_bias: bool) -> Routing {
+        Routing {
+            probs_bias,
+            groups: declared.groups,
+            groups_used: declared.groups_used,
+            norm: declared.norm_weights,
+            scale: declared.scale_weights,
+        }
+    }
 }
 
 /// `llm_graph_context`'s builders over a [`Graph`], each making the tensors llama-graph.cpp
