@@ -134,6 +134,10 @@ pub fn plan(parts: &[GgufFile], missing: &[String], findings: &mut Findings) -> 
         if let Some(crate::model::LlamaCppGraph::Deepseek2(graph)) = model.llama_cpp_graph.as_mut() {
             graph.probs_bias = all.iter().any(|t| t.name.ends_with(".exp_probs_b.bias"));
         }
+        // `glm4moe`'s Q and K norms are optional tensors too (models/glm4-moe.cpp:67-70, 331-338).
+        if let Some(crate::model::LlamaCppGraph::Glm4Moe(graph)) = model.llama_cpp_graph.as_mut() {
+            graph.qk_norm = all.iter().any(|t| t.name.ends_with(".attn_q_norm.weight"));
+        }
         let tensor = |i: u32| all[i as usize];
         gguf_shape_check(&records, &shapes, model, &rules, &first.header.kv, tensor, findings);
         model.quantization = Some(Quantization {

@@ -286,6 +286,9 @@ pub enum LlamaCppGraph {
     /// `src/models/qwen35.cpp` and `qwen35moe.cpp`: gated DeltaNet layers between gated
     /// attention layers.
     Qwen35,
+    /// `src/models/glm4-moe.cpp`: attention with Q, K and V biases, a dense lead, then
+    /// sigmoid-routed experts beside a shared one.
+    Glm4Moe(Glm4MoeGraph),
 }
 
 /// What Nemotron-H's graph is built from beyond the common shape: the Mamba2 mixer's
@@ -325,10 +328,29 @@ pub struct Deepseek2Graph {
     pub shared_width: u64,
     /// Blocks carry `exp_probs_b`, the selection bias added to the router's probabilities.
     pub probs_bias: bool,
+    pub routing: ExpertRouting,
+}
+
+/// What llama.cpp's `glm4moe` graph is built from beyond the common shape: the dense lead,
+/// the optional Q/K norms (only GLM-4.5's 355B has them) and how `build_moe_ffn` routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Glm4MoeGraph {
+    /// `n_layer_dense_lead`: the first layers run a dense feed-forward.
+    pub dense_lead: u64,
+    /// Blocks carry `attn_q_norm` and `attn_k_norm` (optional tensors, glm4-moe.cpp:67-70).
+    pub qk_norm: bool,
+    pub routing: ExpertRouting,
+}
+
+/// How `build_moe_ffn` picks and weighs experts where that shapes the graph
+/// (llama-graph.cpp:2077-2166), from the keys every llama.cpp MoE reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ExpertRouting {
     /// `n_expert_groups` and `n_group_used` (no group routing below two groups).
     pub groups: u64,
     pub groups_used: u64,
-    /// `expert_weights_norm`, and an `expert_weights_scale` other than 0 or 1.
+    /// `expert_weights_norm`, and an `expert_weights_scale` other than 0 or 1: each one op on
+    /// the chosen experts' weights.
     pub norm_weights: bool,
     pub scale_weights: bool,
 }

@@ -276,18 +276,6 @@ fn deepseek2_graph(
     if !matches!(gating, 1 | 2) || temperature != 0.0 {
         return None;
     }
-    let groups = kv.opt("expert_group_count").unwrap_or(0);
-    let experts = kv.opt("expert_count").unwrap_or(0);
-    // llama.cpp asserts groups that split the experts evenly, some but not all of them kept, and
-    // takes each group's best two (llama-model.cpp:1365-1370, llama-graph.cpp:2103).
-    let groups_used = match groups > 1 {
-        true => kv.opt("expert_group_used_count")?,
-        false => 0,
-    };
-    if groups > 1 && (!experts.is_multiple_of(groups) || experts / groups < 2 || !(1..groups).contains(&groups_used)) {
-        return None;
-    }
-    let scale = kv.opt_float("expert_weights_scale").unwrap_or(0.0);
     Some(Deepseek2Graph {
         q_lora_rank,
         kv_lora_rank,
@@ -299,10 +287,7 @@ fn deepseek2_graph(
             .opt("expert_feed_forward_length")?
             .saturating_mul(kv.opt("expert_shared_count").unwrap_or(0)),
         probs_bias: false,
-        groups,
-        groups_used,
-        norm_weights: kv.opt_flag("expert_weights_norm").unwrap_or(false),
-        scale_weights: scale != 0.0 && scale != 1.0,
+        routing: llama_cpp::read_routing(kv)?,
     })
 }
 

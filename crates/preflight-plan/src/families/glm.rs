@@ -17,6 +17,7 @@
 //! (`glm4_moe.py`; `deepseek_v2.py`, which serves `GlmMoeDsaForCausalLM`).
 
 use super::*;
+use crate::model::Glm4MoeGraph;
 
 /// transformers `Glm4MoeConfig` fields, and the keys its modeling or vLLM's `glm4_moe.py`
 /// reads.
@@ -127,8 +128,8 @@ pub static GLM4_MOE: Family = Family {
 };
 
 /// llama.cpp's `glm4moe`: convert_hf_to_gguf writes `block_count` = decoder layers + nextn
-/// layers, and llama.cpp caches KV for the first `n_layer − nextn_predict_layers` only
-/// (`hparams.n_layer_kv_from_start`): the main stack is the difference.
+/// layers, and llama.cpp caches KV for the first `n_layer − nextn_predict_layers` only (the
+/// memory's layer filter, llama-model.cpp:2796-2804): the main stack is the difference.
 fn normalize_glm4_moe_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     let (mut dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
     let nextn = kv.opt("nextn_predict_layers").unwrap_or(0);
@@ -154,7 +155,19 @@ fn normalize_glm4_moe_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Norm
             shared_kv: false,
         })
         .collect();
-    Some(llama_cpp::finish(model_type, GLM4_MOE.name, kv, &dims, layers))
+    let dense_lead = kv.opt("leading_dense_block_count").unwrap_or(0);
+    // Unset gating means sigmoid (glm4-moe.cpp:15-18); softmax is the same one op on the
+    // logits (llama-graph.cpp:2054-2061), the other functions shape the graph otherwise.
+    let routing = llama_cpp::read_routing(kv).filter(|_| kv.opt("expert_gating_func").unwrap_or(0) <= 2);
+    let mut normalized = llama_cpp::finish(model_type, GLM4_MOE.name, kv, &dims, layers);
+    normalized.model.llama_cpp_graph = routing.map(|routing| {
+        LlamaCppGraph::Glm4Moe(Glm4MoeGraph {
+            dense_lead,
+            qk_norm: false,
+            routing,
+        })
+    });
+    Some(normalized)
 }
 
 pub static GLM_MOE_DSA: Family = Family {

@@ -4,6 +4,7 @@
 //! their [`super::Gguf`] and call [`read_decoder`].
 
 use super::*;
+use crate::model::ExpertRouting;
 
 /// llama.cpp's tensor names (numeric segments as `N`) and their components.
 pub const TENSORS: &[TensorGroup] = &[
@@ -138,6 +139,28 @@ pub fn read_dims_per_layer(kv: &mut GgufReader) -> Option<(Dims, PerLayer, u64)>
         ffn,
     };
     Some((dims, per_layer, v_head_dim))
+}
+
+/// The expert routing llama.cpp's graph builds: `None` for groups its loader refuses — they
+/// must split the experts evenly, keep some but not all, and each hold the best two it takes
+/// (llama-model.cpp:1365-1370, llama-graph.cpp:2103).
+pub fn read_routing(kv: &GgufReader) -> Option<ExpertRouting> {
+    let groups = kv.opt("expert_group_count").unwrap_or(0);
+    let experts = kv.opt("expert_count").unwrap_or(0);
+    let groups_used = match groups > 1 {
+        true => kv.opt("expert_group_used_count")?,
+        false => 0,
+    };
+    if groups > 1 && (!experts.is_multiple_of(groups) || experts / groups < 2 || !(1..groups).contains(&groups_used)) {
+        return None;
+    }
+    let scale = kv.opt_float("expert_weights_scale").unwrap_or(0.0);
+    Some(ExpertRouting {
+        groups,
+        groups_used,
+        norm_weights: kv.opt_flag("expert_weights_norm").unwrap_or(false),
+        scale_weights: scale != 0.0 && scale != 1.0,
+    })
 }
 
 /// MoE settings from the standard keys.

@@ -4,8 +4,8 @@
 //!   Llama, Qwen3-MoE, Gemma 3;
 //! - `fixtures/oracles/llamacpp-graphs/` (measured by this project with
 //!   `scripts/llamacpp/measure.py`): DeepSeek-V3 (`deepseek2`), Phi-3-mini, Qwen3.5-35B-A3B and
-//!   Qwen3.5-0.8B (`qwen35moe`, `qwen35`), Nemotron-H-56B (`nemotron_h`) and Nemotron-3-Nano
-//!   (`nemotron_h_moe`).
+//!   Qwen3.5-0.8B (`qwen35moe`, `qwen35`), Nemotron-H-56B (`nemotron_h`), Nemotron-3-Nano
+//!   (`nemotron_h_moe`) and GLM-4.5-Air (`glm4moe`).
 //!
 //! Weights, KV and recurrent state must be exact; compute + output exact where the
 //! architecture's graph is replayed, else within 5% with flash attention and 10% without —
@@ -44,6 +44,7 @@ const REPLAYED: &[&str] = &[
     "qwen35",
     "qwen35moe",
     "mistral3",
+    "glm4moe",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.
@@ -163,8 +164,8 @@ fn every_row_of_the_shared_oracle_matches_what_llama_cpp_allocated() {
 
 #[test]
 fn every_row_of_the_graphs_oracle_matches_what_llama_cpp_allocated() {
-    // 8 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off.
-    holds_against(GRAPHS, 192);
+    // 9 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off.
+    holds_against(GRAPHS, 216);
 }
 
 /// Every measured row of `oracle`: weights, KV and state exact, compute + output exact where

@@ -4,6 +4,7 @@
 
 mod deepseek2;
 mod gemma3;
+mod glm4_moe;
 mod llama;
 mod nemotron_h;
 mod openai_moe;
@@ -12,7 +13,7 @@ mod qwen35;
 
 use super::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
-use crate::model::LlamaCppGraph;
+use crate::model::{ExpertRouting, LlamaCppGraph};
 
 /// The CPU buffer type's alignment (`TENSOR_ALIGNMENT`, ggml-cpu).
 const ALIGNMENT: u64 = 32;
@@ -30,6 +31,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
         LlamaCppGraph::Deepseek2(params) => deepseek2::graph(shape, &params),
         LlamaCppGraph::Qwen35 => qwen35::graph(shape),
+        LlamaCppGraph::Glm4Moe(params) => glm4_moe::graph(shape, &params),
     };
     built.reserve(ALIGNMENT)
 }
@@ -65,8 +67,10 @@ pub(super) enum ExpandOrder {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Heads {
     pub(super) order: ExpandOrder,
-    /// Q, K, V and output projections carry biases (gpt-oss).
+    /// Q, K and V projections carry biases (gpt-oss, GLM-4.5), and the output projection
+    /// (gpt-oss).
     pub(super) bias: bool,
+    pub(super) out_bias: bool,
     /// Attention sinks: one more source of the softmax (gpt-oss).
     pub(super) sinks: bool,
     /// Q and K normed per head before rope (Qwen3, Gemma 3).
@@ -86,6 +90,7 @@ impl Heads {
     pub(super) const PLAIN: Heads = Heads {
         order: ExpandOrder::KLast,
         bias: false,
+        out_bias: false,
         sinks: false,
         qk_norm: false,
         scale_q: QScale::None,
@@ -127,6 +132,19 @@ pub(super) struct Routing {
     /// The chosen weights normalised to sum to one, and scaled.
     pub(super) norm: bool,
     pub(super) scale: bool,
+}
+
+impl Routing {
+    /// The routing a model's keys declare, with the selection bias where its blocks add one.
+    pub(super) fn of(declared: ExpertRouting, probs_bias: bool) -> Routing {
+        Routing {
+            probs_bias,
+            groups: declared.groups,
+            groups_used: declared.groups_used,
+            norm: declared.norm_weights,
+            scale: declared.scale_weights,
+        }
+    }
 }
 
 /// `llm_graph_context`'s builders over a [`Graph`], each making the tensors llama-graph.cpp
@@ -201,6 +219,7 @@ impl<'s> Builder<'s> {
         let Heads {
             order,
             bias,
+            out_bias,
             sinks,
             qk_norm,
             scale_q,
@@ -250,7 +269,7 @@ impl<'s> Builder<'s> {
             }
             false => out,
         };
-        self.linear(out, s.hidden, t, bias)
+        self.linear(out, s.hidden, t, out_bias)
     }
 
     /// `build_qkv`'s fused path (`wqkv`, llama-graph.cpp:1662-1690): one projection, Q, K and

@@ -17,6 +17,7 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         let heads = Heads {
             order: ExpandOrder::InOrder,
             bias: true,
+            out_bias: true,
             sinks: true,
             ..Heads::PLAIN
         };

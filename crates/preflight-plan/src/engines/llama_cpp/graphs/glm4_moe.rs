@@ -1,0 +1,40 @@
+use super::{Builder, Gating, Heads, Routing};
+use crate::engines::llama_cpp::ggml::{Graph, Type};
+use crate::memory::GraphShape;
+use crate::model::Glm4MoeGraph;
+
+/// llama.cpp's GLM-4.5 graph (`src/models/glm4-moe.cpp:291-444`): one unified cache, Q, K and
+/// V with biases (`build_qkv`), normed per head where the blocks hold the norms, partly roped
+/// (rope's output is its input's shape whatever `n_rot`); at the last layer the attention
+/// output and the residual are cut to the output rows; the first `dense_lead` layers dense,
+/// the rest the sigmoid-routed experts (`exp_probs_b` is a required tensor, l.82) plus the
+/// shared one. The NextN block is `graph_mtp`'s, never this graph's (l.317).
+pub(super) fn graph(s: &GraphShape, p: &Glm4MoeGraph) -> Graph {
+    let (mut b, mut layer_in) = Builder::new(s);
+    let cache = b.cache_inputs(s.full_cells);
+    let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
+    let layers = s.sliding.len();
+    let heads = Heads {
+        bias: true,
+        qk_norm: p.qk_norm,
+        ..Heads::PLAIN
+    };
+    let routing = Routing::of(p.routing, true);
+    for il in 0..layers {
+        let x = b.norm(layer_in);
+        let attention = b.attention(x, cache, heads);
+        let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
+        let ffn_in = b.g.like(attention, &[attention, residual], true);
+        let x = b.norm(ffn_in);
+        let out = match (il as u64) < p.dense_lead {
+            true => b.ffn(x, tokens),
+            false => {
+                let routed = b.moe(x, Gating::Grouped(routing), false);
+                let shared = b.ffn_of(x, tokens, s.shared_expert_width);
+                b.g.like(routed, &[routed, shared], true)
+            }
+        };
+        layer_in = b.g.like(out, &[out, ffn_in], true);
+    }
+    b.output(layer_in)
+}
