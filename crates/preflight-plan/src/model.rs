@@ -282,6 +282,20 @@ pub enum LlamaCppGraph {
     /// `src/models/qwen35.cpp` and `qwen35moe.cpp`: gated DeltaNet layers between gated
     /// attention layers.
     Qwen35,
+    /// `src/models/llama4.cpp`: chunked and NoPE attention, the experts weighted before they run.
+    Llama4(Llama4Graph),
+}
+
+/// What llama.cpp's `llama4` graph is built from beyond the common widths (llama4.cpp:3-41).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Llama4Graph {
+    /// `n_moe_layer_step`: layer `il` routes to the experts when `(il + 1) % step == 0`.
+    pub moe_step: u64,
+    /// `n_no_rope_layer_step`: layer `il` skips rope (and scales Q instead) when
+    /// `(il + 1) % step == 0`.
+    pub no_rope_step: u64,
+    /// `use_kq_norm`: Q and K rms-normed (no weight) after rope.
+    pub kq_norm: bool,
 }
 
 /// What Nemotron-H's graph is built from beyond the common shape: the Mamba2 mixer's

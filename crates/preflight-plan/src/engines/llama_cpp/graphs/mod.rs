@@ -5,6 +5,7 @@
 mod deepseek2;
 mod gemma3;
 mod llama;
+mod llama4;
 mod nemotron_h;
 mod openai_moe;
 mod phi3;
@@ -29,6 +30,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
         LlamaCppGraph::Deepseek2(params) => deepseek2::graph(shape, &params),
         LlamaCppGraph::Qwen35 => qwen35::graph(shape),
+        LlamaCppGraph::Llama4(params) => llama4::graph(shape, &params),
     };
     built.reserve(ALIGNMENT)
 }
