@@ -3,6 +3,8 @@
 //! layer with one shared expert, routed experts stored fused (`gate_up_proj` [E, H, 2I],
 //! `down_proj` [E, I, H]), and a vision model with its projector.
 //!
+//! The GGUF form is llama.cpp's `llama4` (`normalize_gguf`), whose graph preflight replays.
+//!
 //! Reference: transformers 5.24 `models/llama4/configuration_llama4.py` (`Llama4TextConfig`
 //! `__post_init__` l.169-190 derives `no_rope_layers`, `moe_layers` and `layer_types`),
 //! `modeling_llama4.py` (`Llama4TextExperts` l.55-63, `Llama4TextAttention` l.301-332,
@@ -116,10 +118,12 @@ pub static FAMILY: Family = Family {
 /// with no window, the last layer alone. Every `interleave_moe_layer_step`-th layer routes to
 /// the experts and one shared expert of their width; the others run the dense MLP.
 fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
-    /// llama4.cpp:13-14: the chunk every Llama 4 was trained with.
+    /// llama4.cpp:14: the chunk every Llama 4 was trained with.
     const CHUNK: u64 = 8192;
     let (dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
     let moe_step = kv.required("interleave_moe_layer_step")?;
+    // llama.cpp refuses a `llama4` without experts (llama4.cpp:47-49).
+    kv.required("expert_count")?;
     let windowed = kv.opt("attention.sliding_window") != Some(0);
     let pattern = kv.opt("attention.sliding_window_pattern").unwrap_or(4);
     let layers = (0..dims.layers)
@@ -148,7 +152,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     model.llama_cpp_graph = Some(LlamaCppGraph::Llama4(Llama4Graph {
         moe_step,
         no_rope_step: if windowed { 4 } else { dims.layers },
-        // `use_kq_norm` is off for the 128-expert Maverick alone (llama4.cpp:40).
+        // `use_kq_norm` is off for the 128-expert Maverick alone (llama4.cpp:41).
         kq_norm: moe.experts != 128,
     }));
     Some(normalized)

@@ -3,7 +3,7 @@ use crate::engines::llama_cpp::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
 use crate::model::Llama4Graph;
 
-/// llama.cpp's Llama 4 graph (`src/models/llama4.cpp:107-278`): attention over the chunked
+/// llama.cpp's Llama 4 graph (`src/models/llama4.cpp:104-268`): attention over the chunked
 /// layers' cache and the full layers' (Q, K, V expanded in order; without a window, one cache
 /// and K last), Q and K roped then rms-normed except on the NoPE layers, whose Q is scaled by
 /// the temperature input instead; at the last layer the attention output and the residual cut
@@ -48,8 +48,8 @@ pub(super) fn graph(s: &GraphShape, p: &Llama4Graph) -> Graph {
 }
 
 /// `build_qkv`, then on a RoPE layer rope on Q and K and, with `kq_norm`, `ggml_rms_norm` of
-/// both (no weight, llama4.cpp:173-179); on a NoPE layer (`rope` is `None`) Q multiplied by
-/// the temperature (l.165-167); `build_attn` and the output projection.
+/// both (no weight, llama4.cpp:180-186); on a NoPE layer (`rope` is `None`) Q multiplied by
+/// the temperature (l.173-175); `build_attn` and the output projection.
 fn attention(b: &mut Builder, x: Id, cache: CacheInputs, order: ExpandOrder, rope: Option<bool>, scale: Id) -> Id {
     let s = b.s;
     let (t, d) = (s.tokens, s.head_dim);
@@ -75,7 +75,7 @@ fn attention(b: &mut Builder, x: Id, cache: CacheInputs, order: ExpandOrder, rop
     b.linear(out, s.hidden, t, false)
 }
 
-/// `build_moe_ffn` as it runs for `LLM_ARCH_LLAMA4` (llama-graph.cpp:2034-2373): sigmoid
+/// `build_moe_ffn` as it runs for `LLM_ARCH_LLAMA4` (llama-graph.cpp:2007-2373): sigmoid
 /// probabilities, the experts chosen by the raw logits, and each token's row repeated once
 /// per chosen expert and weighted before the experts run (`weight_before_ffn`), so nothing
 /// is weighted after them.
