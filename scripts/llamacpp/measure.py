@@ -11,8 +11,9 @@ llama.cpp's own log, kept verbatim in `log_excerpt`; nothing is computed here.
 
 Runs per model: n_ctx {4096, 8192, 10000, 32768} x {1 sequence; 4 sequences, one stream
 each (the C API default); 4 sequences, unified} x flash attention {off, on}; n_batch 2048,
-n_ubatch 512, f16 K/V, swa_full true (the C API default; the models measured here have no
-sliding window).
+n_ubatch 512, f16 K/V, swa_full true (the C API default). A model whose runs create two KV
+caches (llama_kv_cache_iswa: the non-SWA one, then the SWA one) is measured again with swa_full
+false (the CLI tools' default), which sizes the SWA cache by its window.
 """
 
 import json
@@ -29,11 +30,11 @@ N_BATCH, N_UBATCH = 2048, 512
 MIB = r"([0-9.]+) MiB"
 
 
-def runs():
+def runs(swa_full=1):
     for n_ctx in CONTEXTS:
         for n_seq, unified in SEQUENCES:
             for flash in (0, 1):
-                yield n_ctx, n_seq, unified, flash, 1, N_UBATCH
+                yield n_ctx, n_seq, unified, flash, swa_full, N_UBATCH
 
 
 def parse_run(head, lines, arch, model_lines, gguf):
@@ -91,13 +92,17 @@ def parse_run(head, lines, arch, model_lines, gguf):
             "type_r": m.group(6), "r_mib": float(m.group(7)),
             "type_s": m.group(8), "s_mib": float(m.group(9)),
         })
+    kv = [c for c in caches if c["kind"] == "kv"]
+    if len(kv) == 2:
+        # llama_kv_cache_iswa logs its non-SWA cache first (llama-kv-cache-iswa.cpp:82-93).
+        kv[0]["role"], kv[1]["role"] = "non-SWA", "SWA"
     row["caches"] = caches
     row["log_excerpt"] = model_lines + text
     return row
 
 
-def measure(binary, gguf):
-    stdin = "".join(" ".join(map(str, r)) + "\n" for r in runs())
+def measure(binary, gguf, swa_full=1):
+    stdin = "".join(" ".join(map(str, r)) + "\n" for r in runs(swa_full))
     done = subprocess.run([binary, gguf], input=stdin, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"{gguf}: measure exited {done.returncode}: {done.stderr[-2000:]}")
@@ -127,7 +132,10 @@ def main():
     binary, out, models = sys.argv[1], sys.argv[2], sys.argv[3:]
     with open(out, "a", encoding="utf-8") as f:
         for gguf in models:
-            for row in measure(binary, gguf):
+            rows = measure(binary, gguf)
+            if any(c.get("role") == "SWA" for r in rows for c in r["caches"]):
+                rows += measure(binary, gguf, swa_full=0)
+            for row in rows:
                 f.write(json.dumps(row, separators=(",", ":")) + "\n")
             print(f"{gguf}: measured", file=sys.stderr)
 

@@ -289,6 +289,20 @@ pub enum LlamaCppGraph {
     /// `src/models/glm4-moe.cpp`: attention with Q, K and V biases, a dense lead, then
     /// sigmoid-routed experts beside a shared one.
     Glm4Moe(Glm4MoeGraph),
+    /// `src/models/llama4.cpp`: chunked and NoPE attention, the experts weighted before they run.
+    Llama4(Llama4Graph),
+}
+
+/// What llama.cpp's `llama4` graph is built from beyond the common widths (llama4.cpp:3-41).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Llama4Graph {
+    /// `n_moe_layer_step`: layer `il` routes to the experts when `(il + 1) % step == 0`.
+    pub moe_step: u64,
+    /// `n_no_rope_layer_step`: layer `il` skips rope (and scales Q instead) when
+    /// `(il + 1) % step == 0`.
+    pub no_rope_step: u64,
+    /// `use_kq_norm`: Q and K rms-normed (no weight) after rope.
+    pub kq_norm: bool,
 }
 
 /// What Nemotron-H's graph is built from beyond the common shape: the Mamba2 mixer's

@@ -3,6 +3,8 @@
 //! layer with one shared expert, routed experts stored fused (`gate_up_proj` [E, H, 2I],
 //! `down_proj` [E, I, H]), and a vision model with its projector.
 //!
+//! The GGUF form is llama.cpp's `llama4` (`normalize_gguf`), whose graph preflight replays.
+//!
 //! Reference: transformers 5.24 `models/llama4/configuration_llama4.py` (`Llama4TextConfig`
 //! `__post_init__` l.169-190 derives `no_rope_layers`, `moe_layers` and `layer_types`),
 //! `modeling_llama4.py` (`Llama4TextExperts` l.55-63, `Llama4TextAttention` l.301-332,
@@ -10,6 +12,7 @@
 //! (`ChunkedLocalAttention` when the layer uses RoPE and `attention_chunk_size` is set).
 
 use super::*;
+use crate::model::Llama4Graph;
 
 /// `Llama4TextConfig`'s fields, graded.
 const KEYS: &[(&str, Grade)] = &[
@@ -94,8 +97,66 @@ pub static FAMILY: Family = Family {
             ],
         }],
     }],
+    // llama.cpp `llama4` (`src/models/llama4.cpp`): interleave_moe_layer_step is its own key;
+    // the swa base is a value, not a shape.
+    gguf: Some(Gguf {
+        architectures: &[("llama4", "llama4_text")],
+        keys: &[
+            ("interleave_moe_layer_step", Grade::Consumed),
+            ("rope.freq_base_swa", Grade::Numerics),
+        ],
+        tensors: &[],
+        normalize: normalize_gguf,
+    }),
     ..Family::BASE
 };
+
+/// llama.cpp's `llama4` hparams (llama4.cpp:3-41): unless `attention.sliding_window` is
+/// written as 0, the window is 8192 whatever the file says, chunked, on 3 of every 4 layers
+/// (`sliding_window_pattern` may say otherwise; `set_swa_pattern`, llama-hparams.cpp:8-17), and
+/// the NoPE layers are every 4th (`n_no_rope_layer_step`'s default, llama-hparams.h:258) —
+/// with no window, the last layer alone. Every `interleave_moe_layer_step`-th layer routes to
+/// the experts and one shared expert of their width; the others run the dense MLP.
+fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
+    /// llama4.cpp:14: the chunk every Llama 4 was trained with.
+    const CHUNK: u64 = 8192;
+    let (dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
+    let moe_step = kv.required("interleave_moe_layer_step")?;
+    // llama.cpp refuses a `llama4` without experts (llama4.cpp:47-49).
+    kv.required("expert_count")?;
+    let windowed = kv.opt("attention.sliding_window") != Some(0);
+    let pattern = kv.opt("attention.sliding_window_pattern").unwrap_or(4);
+    let layers = (0..dims.layers)
+        .map(|i| Mixer::Attention {
+            kv_heads: kv_per_layer
+                .as_ref()
+                .and_then(|v| v.get(i as usize).copied())
+                .unwrap_or(dims.kv_heads),
+            head_dim: dims.head_dim,
+            v_head_dim,
+            span: match windowed && (pattern == 0 || i % pattern < pattern - 1) {
+                true => Span::Chunked(CHUNK),
+                false => Span::Full,
+            },
+            shared_kv: false,
+        })
+        .collect();
+    let mut normalized = llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers);
+    let model = &mut normalized.model;
+    let moe = model.moe.as_mut()?;
+    moe.shared = 1;
+    moe.dense_layers = (0..dims.layers).filter(|i| !(i + 1).is_multiple_of(moe_step)).collect();
+    if !moe.dense_layers.is_empty() {
+        model.intermediate = dims.intermediate;
+    }
+    model.llama_cpp_graph = Some(LlamaCppGraph::Llama4(Llama4Graph {
+        moe_step,
+        no_rope_step: if windowed { 4 } else { dims.layers },
+        // `use_kq_norm` is off for the 128-expert Maverick alone (llama4.cpp:41).
+        kq_norm: moe.experts != 128,
+    }));
+    Some(normalized)
+}
 
 fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     let dims = read_dims(cfg, false)?;

@@ -5,7 +5,9 @@
 //! - `fixtures/oracles/llamacpp-graphs/` (measured by this project with
 //!   `scripts/llamacpp/measure.py`): DeepSeek-V3 (`deepseek2`), Phi-3-mini, Qwen3.5-35B-A3B and
 //!   Qwen3.5-0.8B (`qwen35moe`, `qwen35`), Nemotron-H-56B (`nemotron_h`), Nemotron-3-Nano
-//!   (`nemotron_h_moe`) and GLM-4.5-Air (`glm4moe`).
+//!   (`nemotron_h_moe`), GLM-4.5-Air (`glm4moe`), Mistral-Small-3.1 and a Ministral 3 form of it
+//!   (`mistral3`), Llama 4 Scout (`llama4`, windowed and `swa_full`) and two shapes of it
+//!   (Maverick's experts and dense layers; no window).
 //!
 //! Weights, KV and recurrent state must be exact; compute + output exact where the
 //! architecture's graph is replayed, else within 5% with flash attention and 10% without —
@@ -45,6 +47,7 @@ const REPLAYED: &[&str] = &[
     "qwen35moe",
     "mistral3",
     "glm4moe",
+    "llama4",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.
@@ -164,8 +167,9 @@ fn every_row_of_the_shared_oracle_matches_what_llama_cpp_allocated() {
 
 #[test]
 fn every_row_of_the_graphs_oracle_matches_what_llama_cpp_allocated() {
-    // 9 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off.
-    holds_against(GRAPHS, 216);
+    // 12 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off, and the two
+    // windowed Llama 4 stubs' 24 again with `swa_full` off.
+    holds_against(GRAPHS, 336);
 }
 
 /// Every measured row of `oracle`: weights, KV and state exact, compute + output exact where

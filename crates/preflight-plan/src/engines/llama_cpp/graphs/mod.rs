@@ -6,6 +6,7 @@ mod deepseek2;
 mod gemma3;
 mod glm4_moe;
 mod llama;
+mod llama4;
 mod nemotron_h;
 mod openai_moe;
 mod phi3;
@@ -32,6 +33,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::Deepseek2(params) => deepseek2::graph(shape, &params),
         LlamaCppGraph::Qwen35 => qwen35::graph(shape),
         LlamaCppGraph::Glm4Moe(params) => glm4_moe::graph(shape, &params),
+        LlamaCppGraph::Llama4(params) => llama4::graph(shape, &params),
     };
     built.reserve(ALIGNMENT)
 }
