@@ -364,15 +364,30 @@ fn any_device_count_splits_layers_where_tensor_parallelism_could_not() {
 /// replayed graph lands on them too.
 #[test]
 fn gpt_oss_replay_holds_at_settings_the_oracle_did_not_vary() {
-    let text = std::fs::read_to_string(fixtures().join("llamacpp-gpt-oss-settings.jsonl")).expect("measurements");
+    holds_at_settings("llamacpp-gpt-oss-settings.jsonl", 6);
+}
+
+/// Three sequences round the 512-token micro-batch up to 513 while the last layer, cut to its
+/// 512 output rows, runs its experts on those: Qwen3-MoE, GLM-4.5 and DeepSeek-V3's MoE.
+#[test]
+fn moe_replays_hold_where_the_last_layer_runs_fewer_rows_than_the_micro_batch() {
+    holds_at_settings("llamacpp-moe-settings.jsonl", 12);
+}
+
+/// Compute + output to the logged 0.01 MiB on every row of `file` (under `fixtures/`).
+fn holds_at_settings(file: &str, want: usize) {
+    let text = std::fs::read_to_string(fixtures().join(file)).expect("measurements");
     let rows: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), want);
     for row in &rows {
         let logged = logged(row, "compute_mib") + logged(row, "output_mib");
         let predicted = mib(predict(row).activation);
         assert!(
             (predicted - logged).abs() <= 2.0 * LOGGED_PRECISION_MIB,
-            "{row}: predicted {predicted:.2} MiB, llama.cpp {logged:.2}"
+            "{} at {} × {}: predicted {predicted:.2} MiB, llama.cpp {logged:.2}",
+            row["gguf_file"],
+            row["n_ctx_requested"],
+            row["n_seq_max"]
         );
     }
 }

@@ -23,7 +23,7 @@ pub(super) fn graph(s: &GraphShape, p: &Deepseek2Graph) -> Graph {
         let out = match (il as u64) < p.dense_lead {
             true => b.ffn(x, tokens),
             false => {
-                let routed = b.moe(x, Gating::Grouped(routing), false);
+                let routed = b.moe(x, tokens, Gating::Grouped(routing), false);
                 let shared = b.ffn_of(x, tokens, p.shared_width);
                 b.g.like(routed, &[routed, shared], true)
             }

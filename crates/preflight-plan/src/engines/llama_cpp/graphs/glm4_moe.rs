@@ -29,7 +29,7 @@ pub(super) fn graph(s: &GraphShape, p: &Glm4MoeGraph) -> Graph {
         let out = match (il as u64) < p.dense_lead {
             true => b.ffn(x, tokens),
             false => {
-                let routed = b.moe(x, Gating::Grouped(routing), false);
+                let routed = b.moe(x, tokens, Gating::Grouped(routing), false);
                 let shared = b.ffn_of(x, tokens, s.shared_expert_width);
                 b.g.like(routed, &[routed, shared], true)
             }

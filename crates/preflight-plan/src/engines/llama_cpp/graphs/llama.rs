@@ -29,7 +29,7 @@ pub(super) fn graph(s: &GraphShape, qk_norm: bool, temperature_tuning: bool) -> 
         let x = b.norm(ffn_in);
         let out = match s.experts {
             0 => b.ffn(x, tokens),
-            _ => b.moe(x, Gating::SoftmaxNormalised, false),
+            _ => b.moe(x, tokens, Gating::SoftmaxNormalised, false),
         };
         layer_in = b.g.like(out, &[out, ffn_in], true);
     }

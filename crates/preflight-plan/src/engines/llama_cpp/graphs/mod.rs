@@ -370,11 +370,12 @@ impl<'s> Builder<'s> {
         self.ffn_of(x, tokens, self.s.ffn_width)
     }
 
-    /// `build_moe_ffn` (llama-graph.cpp:2007-2373): router, top-k, the chosen experts' gate,
-    /// up and down (with biases where the model has them), weighted and summed.
-    pub(super) fn moe(&mut self, x: Id, gating: Gating, bias: bool) -> Id {
+    /// `build_moe_ffn` (llama-graph.cpp:2007-2373) over `tokens` rows (the output rows at a
+    /// layer cut to them): router, top-k, the chosen experts' gate, up and down (with biases
+    /// where the model has them), weighted and summed.
+    pub(super) fn moe(&mut self, x: Id, tokens: u64, gating: Gating, bias: bool) -> Id {
         let s = self.s;
-        let (t, e, used, width) = (s.tokens, s.hidden, s.experts_used, s.expert_width);
+        let (t, e, used, width) = (tokens, s.hidden, s.experts_used, s.expert_width);
         let w = self.weight;
         let logits = self.linear(x, s.experts, t, bias);
         let g = &mut self.g;

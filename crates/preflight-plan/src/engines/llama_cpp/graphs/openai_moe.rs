@@ -24,7 +24,7 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         let attention = b.attention(x, cache, heads);
         let ffn_in = b.g.like(attention, &[attention, layer_in], true);
         let x = b.norm(ffn_in);
-        let moe = b.moe(x, Gating::SoftmaxOfChosen, true);
+        let moe = b.moe(x, s.tokens, Gating::SoftmaxOfChosen, true);
         layer_in = b.g.like(moe, &[moe, ffn_in], true);
     }
     b.g.set_output(layer_in);

@@ -131,7 +131,7 @@ fn delta_net(b: &mut Builder, x: Id, states: StateInputs) -> Id {
 /// SwiGLU scaled by the sigmoid of its one-logit gate, added.
 fn moe(b: &mut Builder, x: Id) -> Id {
     let (t, width) = (b.s.tokens, b.s.shared_expert_width);
-    let routed = b.moe(x, Gating::SoftmaxNormalised, false);
+    let routed = b.moe(x, t, Gating::SoftmaxNormalised, false);
     if width == 0 {
         return routed;
     }
