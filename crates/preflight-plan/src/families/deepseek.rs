@@ -156,12 +156,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
         return None;
     }
     dims.layers -= nextn;
-    let kv_heads_of = |i: u64| {
-        kv_per_layer
-            .as_ref()
-            .and_then(|v| v.get(i as usize).copied())
-            .unwrap_or(dims.kv_heads)
-    };
+    let kv_heads_of = |i: u64| llama_cpp::kv_heads(&dims, kv_per_layer.as_ref(), i);
     let positive = |key: &str| kv.opt(key).filter(|n| *n > 0);
     let mut mla_shape = None;
     let mut graph = None;

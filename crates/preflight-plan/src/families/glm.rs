@@ -144,16 +144,7 @@ fn normalize_glm4_moe_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Norm
     }
     dims.layers -= nextn;
     let layers = (0..dims.layers)
-        .map(|i| Mixer::Attention {
-            kv_heads: kv_per_layer
-                .as_ref()
-                .and_then(|v| v.get(i as usize).copied())
-                .unwrap_or(dims.kv_heads),
-            head_dim: dims.head_dim,
-            v_head_dim,
-            span: Span::Full,
-            shared_kv: false,
-        })
+        .map(|i| llama_cpp::attention(&dims, kv_per_layer.as_ref(), v_head_dim, i, Span::Full))
         .collect();
     let dense_lead = kv.opt("leading_dense_block_count").unwrap_or(0);
     // Unset gating means sigmoid (glm4-moe.cpp:15-18); softmax is the same one op on the

@@ -127,18 +127,12 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     let windowed = kv.opt("attention.sliding_window") != Some(0);
     let pattern = kv.opt("attention.sliding_window_pattern").unwrap_or(4);
     let layers = (0..dims.layers)
-        .map(|i| Mixer::Attention {
-            kv_heads: kv_per_layer
-                .as_ref()
-                .and_then(|v| v.get(i as usize).copied())
-                .unwrap_or(dims.kv_heads),
-            head_dim: dims.head_dim,
-            v_head_dim,
-            span: match windowed && (pattern == 0 || i % pattern < pattern - 1) {
+        .map(|i| {
+            let span = match windowed && (pattern == 0 || i % pattern < pattern - 1) {
                 true => Span::Chunked(CHUNK),
                 false => Span::Full,
-            },
-            shared_kv: false,
+            };
+            llama_cpp::attention(&dims, kv_per_layer.as_ref(), v_head_dim, i, span)
         })
         .collect();
     let mut normalized = llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers);

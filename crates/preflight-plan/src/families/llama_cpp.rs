@@ -194,20 +194,28 @@ pub fn read_decoder(
                 Some(window) if pattern <= 1 || i % pattern < pattern - 1 => Span::Sliding(window),
                 _ => Span::Full,
             };
-            let kv_heads = kv_per_layer
-                .as_ref()
-                .and_then(|v| v.get(i as usize).copied())
-                .unwrap_or(dims.kv_heads);
-            Mixer::Attention {
-                kv_heads,
-                head_dim: dims.head_dim,
-                v_head_dim,
-                span,
-                shared_kv: false,
-            }
+            attention(&dims, kv_per_layer.as_ref(), v_head_dim, i, span)
         })
         .collect();
     Some(finish(model_type, family, kv, &dims, layers))
+}
+
+/// Layer `layer`'s KV heads: its own where `attention.head_count_kv` is an array.
+pub fn kv_heads(dims: &Dims, per_layer: Option<&Vec<u64>>, layer: u64) -> u64 {
+    per_layer
+        .and_then(|v| v.get(usize::try_from(layer).ok()?).copied())
+        .unwrap_or(dims.kv_heads)
+}
+
+/// Layer `layer`'s attention as the GGUF declares it.
+pub fn attention(dims: &Dims, per_layer: Option<&Vec<u64>>, v_head_dim: u64, layer: u64, span: Span) -> Mixer {
+    Mixer::Attention {
+        kv_heads: kv_heads(dims, per_layer, layer),
+        head_dim: dims.head_dim,
+        v_head_dim,
+        span,
+        shared_kv: false,
+    }
 }
 
 /// The model around a layer stack: experts, MTP layers, the dense width.

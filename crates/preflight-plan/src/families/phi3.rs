@@ -57,13 +57,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
         return None;
     };
     let layers = (0..dims.layers)
-        .map(|i| {
-            let kv_heads = kv_per_layer
-                .as_ref()
-                .and_then(|v| v.get(i as usize).copied())
-                .unwrap_or(dims.kv_heads);
-            Mixer::full(kv_heads, dims.head_dim)
-        })
+        .map(|i| Mixer::full(llama_cpp::kv_heads(&dims, kv_per_layer.as_ref(), i), dims.head_dim))
         .collect();
     let mut normalized = llama_cpp::finish(model_type, FAMILY.name, kv, &dims, layers);
     normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Phi3);

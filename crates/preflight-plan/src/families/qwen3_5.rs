@@ -240,16 +240,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     };
     let layers = (0..dims.layers)
         .map(|i| match !recurrent[i as usize] {
-            true => Mixer::Attention {
-                kv_heads: kv_per_layer
-                    .as_ref()
-                    .and_then(|v| v.get(i as usize).copied())
-                    .unwrap_or(dims.kv_heads),
-                head_dim: dims.head_dim,
-                v_head_dim,
-                span: Span::Full,
-                shared_kv: false,
-            },
+            true => llama_cpp::attention(&dims, kv_per_layer.as_ref(), v_head_dim, i, Span::Full),
             false => linear,
         })
         .collect();

@@ -1,4 +1,4 @@
-use super::{Builder, CacheInputs, Gating, Routing};
+use super::{Builder, CacheInputs, Routing};
 use crate::engines::llama_cpp::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
 use crate::model::Deepseek2Graph;
@@ -20,14 +20,7 @@ pub(super) fn graph(s: &GraphShape, p: &Deepseek2Graph) -> Graph {
         let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
         let ffn_in = b.g.like(attention, &[attention, residual], true);
         let x = b.norm(ffn_in);
-        let out = match (il as u64) < p.dense_lead {
-            true => b.ffn(x, tokens),
-            false => {
-                let routed = b.moe(x, tokens, Gating::Grouped(routing), false);
-                let shared = b.ffn_of(x, tokens, p.shared_width);
-                b.g.like(routed, &[routed, shared], true)
-            }
-        };
+        let out = b.dense_lead_or_routed(il, x, tokens, p.dense_lead, routing, p.shared_width);
         layer_in = b.g.like(out, &[out, ffn_in], true);
     }
     b.output(layer_in)

@@ -1,4 +1,4 @@
-use super::{Builder, Gating, Heads, Routing};
+use super::{Builder, Heads, Routing};
 use crate::engines::llama_cpp::ggml::{Graph, Type};
 use crate::memory::GraphShape;
 use crate::model::Glm4MoeGraph;
@@ -26,14 +26,7 @@ pub(super) fn graph(s: &GraphShape, p: &Glm4MoeGraph) -> Graph {
         let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
         let ffn_in = b.g.like(attention, &[attention, residual], true);
         let x = b.norm(ffn_in);
-        let out = match (il as u64) < p.dense_lead {
-            true => b.ffn(x, tokens),
-            false => {
-                let routed = b.moe(x, tokens, Gating::Grouped(routing), false);
-                let shared = b.ffn_of(x, tokens, s.shared_expert_width);
-                b.g.like(routed, &[routed, shared], true)
-            }
-        };
+        let out = b.dense_lead_or_routed(il, x, tokens, p.dense_lead, routing, s.shared_expert_width);
         layer_in = b.g.like(out, &[out, ffn_in], true);
     }
     b.output(layer_in)

@@ -426,6 +426,25 @@ impl<'s> Builder<'s> {
         sum_experts(g, weighted, [e, t], used).unwrap_or(x)
     }
 
+    /// Layer `il`'s feed-forward where the first `dense_lead` layers are dense and the rest run
+    /// routed experts beside a shared one of `shared_width`, summed (deepseek2.cpp, glm4-moe.cpp).
+    pub(super) fn dense_lead_or_routed(
+        &mut self,
+        il: usize,
+        x: Id,
+        tokens: u64,
+        dense_lead: u64,
+        routing: Routing,
+        shared_width: u64,
+    ) -> Id {
+        if (il as u64) < dense_lead {
+            return self.ffn(x, tokens);
+        }
+        let routed = self.moe(x, tokens, Gating::Grouped(routing), false);
+        let shared = self.ffn_of(x, tokens, shared_width);
+        self.g.like(routed, &[routed, shared], true)
+    }
+
     /// `build_ffn` of `width` (a shared expert's): gate and up, SwiGLU, down.
     pub(super) fn ffn_of(&mut self, x: Id, tokens: u64, width: u64) -> Id {
         let up = self.linear(x, width, tokens, false);
