@@ -150,6 +150,11 @@ pub(crate) trait ServingEngine: Sync {
         None
     }
 
+    /// Tokens a sequence when no `context` is given: the model's trained context.
+    fn default_context(&self, trained: u64, _options: &PlanOptions) -> u64 {
+        trained
+    }
+
     /// The context the engine itself lowers an unset `context` to on `usable` devices
     /// (llama.cpp's fit); `None` when it keeps the model's.
     fn fit_context(&self, _sizing: &Sizing, _target: &Target, _usable: &[u64]) -> Option<ContextFit> {

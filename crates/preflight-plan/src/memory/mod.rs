@@ -207,7 +207,7 @@ pub fn prepare(
     let context = options
         .context
         .or(options.fitted_context.map(|f| f.context))
-        .unwrap_or(model.context);
+        .unwrap_or_else(|| unit.default_context(model.context, options));
     if context > model.context {
         let finding = findings.push(
             Code::MemoryContextExceedsModel,

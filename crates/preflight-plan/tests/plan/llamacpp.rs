@@ -70,3 +70,25 @@ fn compute_and_output_buffers_follow_llama_cpp_with_and_without_flash_attention(
         );
     }
 }
+
+/// With no `context`, llama.cpp's `n_ctx` is the trained context (40,960 here): under its fit a
+/// stream of it each sequence, else — unified, or `--fit off` — shared by the sequences.
+#[test]
+fn an_unset_context_is_what_llama_cpp_gives_each_sequence() {
+    let context = |json: &str| memory_of(REPO, json).context;
+    assert_eq!(context(r#"{"engine": "llama.cpp", "sequences": 4}"#), 40_960);
+    assert_eq!(
+        context(r#"{"engine": "llama.cpp", "sequences": 4, "kv_unified": true}"#),
+        10_240
+    );
+    assert_eq!(
+        context(r#"{"engine": "llama.cpp", "sequences": 4, "fit": false}"#),
+        10_240
+    );
+    // One sequence holds it all either way; a context given is the context planned.
+    assert_eq!(context(r#"{"engine": "llama.cpp", "kv_unified": true}"#), 40_960);
+    assert_eq!(
+        context(r#"{"engine": "llama.cpp", "sequences": 4, "kv_unified": true, "context": 8192}"#),
+        8192
+    );
+}

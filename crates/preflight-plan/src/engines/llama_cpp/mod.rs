@@ -164,6 +164,17 @@ impl ServingEngine for LlamaCpp {
         Some(placed)
     }
 
+    /// `n_ctx` 0 is the trained context (llama-context.cpp:133), which every sequence shares
+    /// unified or with `--fit off` (`n_ctx_seq = n_ctx / n_seq_max`, l.292-296); the fit first
+    /// makes it the trained context a stream (common/fit.cpp l.270-276).
+    fn default_context(&self, trained: u64, options: &PlanOptions) -> u64 {
+        let sequences = options.sequences.unwrap_or(1).max(1);
+        match options.kv_unified || options.fit == Some(false) {
+            true => (trained / sequences).max(1),
+            false => trained,
+        }
+    }
+
     /// llama.cpp's fit, step 2: with no context asked for, n_ctx is the trained context a
     /// stream (`n_ctx_max`), lowered toward `fit_params_min_ctx` a stream when the layout as
     /// asked does not fit (`Placer::lowered_context`).
