@@ -98,8 +98,10 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
         uniform(dims.layers, dims.attention(span)),
         None,
     );
-    // `convert_hf_to_gguf.py` writes a `llama` checkpoint as GGUF architecture `llama`.
-    if model_type == "llama" {
+    // `convert_hf_to_gguf.py` writes a `llama` checkpoint as GGUF architecture `llama`, a
+    // `mistral` one as `llama` or `mistral3` (conversion/llama.py:20, mistral3.py:14-33): the
+    // same graph. Not with a window, which `llama` drops and vLLM keeps.
+    if matches!(span, Span::Full) {
         model.llama_cpp_graph = Some(LlamaCppGraph::Llama);
     }
     Some(Normalized { model, shapes })

@@ -391,3 +391,30 @@ fn holds_at_settings(file: &str, want: usize) {
         );
     }
 }
+
+/// A Mistral checkpoint in safetensors, planned for llama.cpp, is the graph its GGUF gets
+/// (`convert_hf_to_gguf` writes it as `mistral3`, llama's nodes): its compute + output is what
+/// llama.cpp logged for the converted file's, whatever the weights' dtype.
+#[test]
+fn a_mistral_checkpoint_plans_the_graph_its_gguf_gets() {
+    let rows = rows(GRAPHS);
+    let gguf_rows = rows
+        .iter()
+        .filter(|r| r["gguf_file"] == "Mistral-Small-3.1-24B-Instruct-2503-Q8_0.gguf" && r["n_seq_max"] == 1);
+    let mut checked = 0;
+    for row in gguf_rows {
+        let json = format!(
+            r#"{{"engine": "llama.cpp", "context": {}, "flash_attn": {}}}"#,
+            row["n_ctx_requested"], row["flash_attn"]
+        );
+        let m = crate::support::memory_of("mistralai/Mistral-Small-3.1-24B-Instruct-2503", &json);
+        assert!(m.estimated.is_empty(), "{json}: {:?}", m.estimated);
+        let logged = logged(row, "compute_mib") + logged(row, "output_mib");
+        assert!(
+            (mib(m.activation_bytes) - logged).abs() <= 2.0 * LOGGED_PRECISION_MIB,
+            "{json}"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 8);
+}
