@@ -111,6 +111,9 @@ pub static FAMILY: Family = Family {
     ..Family::BASE
 };
 
+/// llama4.cpp:14: the chunk every Llama 4 was trained with, whatever a `llama4` GGUF says.
+const LLAMA_CPP_CHUNK: u64 = 8192;
+
 /// llama.cpp's `llama4` hparams (llama4.cpp:3-41): unless `attention.sliding_window` is
 /// written as 0, the window is 8192 whatever the file says, chunked, on 3 of every 4 layers
 /// (`sliding_window_pattern` may say otherwise; `set_swa_pattern`, llama-hparams.cpp:8-17), and
@@ -118,8 +121,6 @@ pub static FAMILY: Family = Family {
 /// with no window, the last layer alone. Every `interleave_moe_layer_step`-th layer routes to
 /// the experts and one shared expert of their width; the others run the dense MLP.
 fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
-    /// llama4.cpp:14: the chunk every Llama 4 was trained with.
-    const CHUNK: u64 = 8192;
     let (dims, kv_per_layer, v_head_dim) = llama_cpp::read_dims(kv)?;
     let moe_step = kv.required("interleave_moe_layer_step")?;
     // llama.cpp refuses a `llama4` without experts (llama4.cpp:47-49).
@@ -129,7 +130,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
     let layers = (0..dims.layers)
         .map(|i| {
             let span = match windowed && (pattern == 0 || i % pattern < pattern - 1) {
-                true => Span::Chunked(CHUNK),
+                true => Span::Chunked(LLAMA_CPP_CHUNK),
                 false => Span::Full,
             };
             llama_cpp::attention(&dims, kv_per_layer.as_ref(), v_head_dim, i, span)
@@ -227,6 +228,20 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
             (step - 1..dims.layers).step_by(step as usize).collect()
         }
     };
+    // convert_hf_to_gguf writes a `llama4` file that llama.cpp builds by its own rules
+    // (`normalize_gguf`): a config that says the same plans llama.cpp's graph.
+    let moe_step = cfg.opt_u64("interleave_moe_layer_step").unwrap_or(1).max(1);
+    let as_llama_cpp_builds = (0..dims.layers).all(|i| {
+        let nope = (i + 1).is_multiple_of(4);
+        let span = if nope {
+            Span::Full
+        } else {
+            Span::Chunked(LLAMA_CPP_CHUNK)
+        };
+        rope.get(i as usize) == Some(&!nope)
+            && per_layer.get(i as usize) == Some(&span)
+            && moe_layers.contains(&i) == (i + 1).is_multiple_of(moe_step)
+    });
     let dense_layers: Vec<u64> = (0..dims.layers).filter(|l| !moe_layers.contains(l)).collect();
     let expert_width = cfg.u64("intermediate_size")?;
     let dense_width = match dense_layers.is_empty() {
@@ -284,6 +299,13 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     }
     let mut model = dims.model(model_type, FAMILY.name, spans(&dims, per_layer), Some(moe));
     model.intermediate = dense_width;
+    if as_llama_cpp_builds {
+        model.llama_cpp_graph = Some(LlamaCppGraph::Llama4(Llama4Graph {
+            moe_step,
+            no_rope_step: 4,
+            kq_norm: experts != 128,
+        }));
+    }
     // SGLang's hybrid SWA list names `Llama4ForConditionalGeneration`, every published Llama 4
     // checkpoint's class (a text-only `Llama4ForCausalLM` would get SGLang's one pool).
     model.sglang_hybrid_swa = true;

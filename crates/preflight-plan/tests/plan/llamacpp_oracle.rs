@@ -392,29 +392,50 @@ fn holds_at_settings(file: &str, want: usize) {
     }
 }
 
-/// A Mistral checkpoint in safetensors, planned for llama.cpp, is the graph its GGUF gets
-/// (`convert_hf_to_gguf` writes it as `mistral3`, llama's nodes): its compute + output is what
-/// llama.cpp logged for the converted file's, whatever the weights' dtype.
-#[test]
-fn a_mistral_checkpoint_plans_the_graph_its_gguf_gets() {
+/// A checkpoint in safetensors, planned for llama.cpp, is the graph its GGUF gets: its compute +
+/// output is what llama.cpp logged for the converted file's (one sequence), whatever the
+/// weights' dtype.
+fn plans_the_graph_its_gguf_gets(repo: &str, gguf_file: &str, want: usize) {
     let rows = rows(GRAPHS);
     let gguf_rows = rows
         .iter()
-        .filter(|r| r["gguf_file"] == "Mistral-Small-3.1-24B-Instruct-2503-Q8_0.gguf" && r["n_seq_max"] == 1);
+        .filter(|r| r["gguf_file"] == gguf_file && r["n_seq_max"] == 1);
     let mut checked = 0;
     for row in gguf_rows {
         let json = format!(
-            r#"{{"engine": "llama.cpp", "context": {}, "flash_attn": {}}}"#,
-            row["n_ctx_requested"], row["flash_attn"]
+            r#"{{"engine": "llama.cpp", "context": {}, "flash_attn": {}, "swa_full": {}}}"#,
+            row["n_ctx_requested"], row["flash_attn"], row["swa_full"]
         );
-        let m = crate::support::memory_of("mistralai/Mistral-Small-3.1-24B-Instruct-2503", &json);
-        assert!(m.estimated.is_empty(), "{json}: {:?}", m.estimated);
+        let m = crate::support::memory_of(repo, &json);
+        assert!(m.estimated.is_empty(), "{repo} {json}: {:?}", m.estimated);
         let logged = logged(row, "compute_mib") + logged(row, "output_mib");
+        let planned = mib(m.activation_bytes);
         assert!(
-            (mib(m.activation_bytes) - logged).abs() <= 2.0 * LOGGED_PRECISION_MIB,
-            "{json}"
+            (planned - logged).abs() <= 2.0 * LOGGED_PRECISION_MIB,
+            "{repo} {json}: {planned:.2} MiB, llama.cpp {logged:.2}"
         );
         checked += 1;
     }
-    assert_eq!(checked, 8);
+    assert_eq!(checked, want);
+}
+
+/// `convert_hf_to_gguf` writes a Mistral as `mistral3`, llama's nodes.
+#[test]
+fn a_mistral_checkpoint_plans_the_graph_its_gguf_gets() {
+    plans_the_graph_its_gguf_gets(
+        "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+        "Mistral-Small-3.1-24B-Instruct-2503-Q8_0.gguf",
+        8,
+    );
+}
+
+/// Scout's config says what llama.cpp's `llama4` rules say (an 8,192 chunk on the roped
+/// layers, a NoPE layer every 4th, experts on every layer).
+#[test]
+fn a_llama_4_checkpoint_plans_the_graph_its_gguf_gets() {
+    plans_the_graph_its_gguf_gets(
+        "meta-llama/Llama-4-Scout-17B-16E-Instruct",
+        "Llama-4-Scout-17B-16E-Instruct-Q8_0.gguf",
+        16,
+    );
 }
