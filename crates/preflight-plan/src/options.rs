@@ -138,8 +138,9 @@ pub struct PlanOptions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_cpu_moe: Option<u64>,
     /// llama.cpp `--override-tensor PATTERN=DEVICE` (`-ot`): tensors whose name the regex
-    /// matches (searched, as `std::regex_search`) go to `CPU`, to `CUDA<i>`, the i-th device
-    /// of `devices`, or to `MTL0` on Apple silicon; the first matching pattern wins, these before `n_cpu_moe`'s.
+    /// matches (searched, as `std::regex_search`) go to `CPU`, or to the i-th device of
+    /// `devices` as its backend names it (`CUDA<i>`, `ROCm<i>` on AMD, `MTL0` on Apple
+    /// silicon); the first matching pattern wins, these before `n_cpu_moe`'s.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub override_tensor: Vec<TensorOverride>,
     /// llama.cpp `--no-kv-offload`: every layer's KV cache in host RAM, whatever device holds
@@ -1059,6 +1060,11 @@ impl Devices {
         self.groups.iter().min_by_key(|g| g.capacity_bytes)
     }
 
+    /// The llama.cpp backend the devices run (the first group's: one build runs one).
+    pub fn gpu_backend(&self) -> GpuBackend {
+        self.groups.first().map_or(GpuBackend::Cuda, GpuBackend::of)
+    }
+
     /// Apple silicon's unified memory, when the devices are a Mac's GPU (then the only group).
     pub fn unified_memory_bytes(&self) -> Option<u64> {
         self.groups
@@ -1589,7 +1595,8 @@ impl<'de> Deserialize<'de> for GpuLayers {
 pub enum SplitMode {
     /// Whole layers over the devices (llama.cpp's default).
     Layer,
-    /// Each matrix split by rows over the devices: refused, not modelled.
+    /// Each matrix split by rows over the devices: refused, as llama.cpp refuses it on the
+    /// devices planned (`Row::REFUSED`).
     Row,
     /// The first device only (`main_gpu` 0).
     None,
@@ -1602,6 +1609,10 @@ impl FromStr for SplitMode {
             "layer" => Ok(SplitMode::Layer),
             "row" => Ok(SplitMode::Row),
             "none" => Ok(SplitMode::None),
+            "tensor" => Err(error(
+                "split_mode",
+                "tensor split (llama.cpp's experimental meta backend: weights and KV split over the devices) is not modelled; plan with layer (the default) or none",
+            )),
             _ => Err(error("split_mode", format!("`{s}` is not layer, row or none"))),
         }
     }
@@ -1699,23 +1710,52 @@ pub struct ContextFit {
     pub settled: bool,
 }
 
+/// The llama.cpp backend a GPU runs, which names its buffer types `<name><i>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum GpuBackend {
+    /// NVIDIA's (`GGML_CUDA_NAME`, ggml-cuda.h l.17).
+    Cuda,
+    /// AMD's: the CUDA backend built with HIP (ggml-cuda.h l.11).
+    Rocm,
+    /// Apple silicon's (`GGML_METAL_NAME`, ggml-metal.cpp l.15).
+    Metal,
+}
+
+impl GpuBackend {
+    const ALL: [GpuBackend; 3] = [GpuBackend::Cuda, GpuBackend::Rocm, GpuBackend::Metal];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuBackend::Cuda => "CUDA",
+            GpuBackend::Rocm => "ROCm",
+            GpuBackend::Metal => "MTL",
+        }
+    }
+
+    /// The backend of a group's device: by its vendor; a device named by size alone, CUDA.
+    pub fn of(group: &DeviceGroup) -> GpuBackend {
+        match group.device().map(|d| d.vendor.as_str()) {
+            Some("Apple") => GpuBackend::Metal,
+            Some("AMD") => GpuBackend::Rocm,
+            _ => GpuBackend::Cuda,
+        }
+    }
+}
+
 /// Where an `--override-tensor` sends what it matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OverrideTarget {
     /// llama.cpp's `CPU` buffer type: host RAM.
     Cpu,
-    /// `CUDA<i>`: the i-th device of `devices`.
-    Device(u32),
-    /// `MTL<i>`: the i-th Metal device, Apple silicon's GPU (`GGML_METAL_NAME`, ggml-metal.cpp l.15).
-    Metal(u32),
+    /// `CUDA<i>`, `ROCm<i>` or `MTL<i>`: the i-th device of `devices`.
+    Device(GpuBackend, u32),
 }
 
 impl fmt::Display for OverrideTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OverrideTarget::Cpu => f.write_str("CPU"),
-            OverrideTarget::Device(i) => write!(f, "CUDA{i}"),
-            OverrideTarget::Metal(i) => write!(f, "MTL{i}"),
+            OverrideTarget::Device(backend, i) => write!(f, "{}{i}", backend.name()),
         }
     }
 }
@@ -1762,16 +1802,18 @@ impl FromStr for TensorOverride {
             ));
         }
         let upper = target.trim().to_ascii_uppercase();
-        let index = |prefix: &str| upper.strip_prefix(prefix).and_then(|i| i.parse::<u32>().ok());
-        let target = match (upper.as_str(), index("CUDA"), index("MTL")) {
-            ("CPU", _, _) => OverrideTarget::Cpu,
-            (_, Some(i), _) => OverrideTarget::Device(i),
-            (_, _, Some(i)) => OverrideTarget::Metal(i),
+        let device = GpuBackend::ALL.iter().find_map(|backend| {
+            let index = upper.strip_prefix(&backend.name().to_ascii_uppercase())?;
+            Some(OverrideTarget::Device(*backend, index.parse::<u32>().ok()?))
+        });
+        let target = match (upper.as_str(), device) {
+            ("CPU", _) => OverrideTarget::Cpu,
+            (_, Some(device)) => device,
             _ => {
                 return Err(error(
                     "override_tensor",
                     format!(
-                        "`{target}` is not a buffer type preflight plans: CPU, CUDA<i> for the i-th device of devices, or MTL0 for Apple silicon's GPU"
+                        "`{target}` is not a buffer type preflight plans: CPU, or the i-th device of devices as its backend names it: CUDA<i>, ROCm<i> (AMD) or MTL0 (Apple silicon)"
                     ),
                 ));
             }
@@ -1856,9 +1898,11 @@ impl PlanOptions {
             ));
         }
         if self.split_mode == Some(SplitMode::Row) {
+            // `make_gpu_buft_list` (llama-model.cpp:1139-1163) asks the device's backend for
+            // `ggml_backend_split_buffer_type`; in this release only SYCL and Hexagon give one.
             return Err(error(
                 "split_mode",
-                "row split (each matrix's rows over the devices, KV and compute on the main device) is not modelled; plan with layer (the default) or none",
+                "llama.cpp 0.3.36 cannot load with row split on CUDA, ROCm or Metal: their backends have no split buffer type, and loading throws \"does not support split buffers\" (llama-model.cpp:1139-1163); plan with layer (the default) or none",
             ));
         }
         if let Some(n) = self.n_cpu_moe
@@ -1886,26 +1930,19 @@ impl PlanOptions {
                 _ => {}
             }
         }
-        let metal = self
-            .devices
-            .as_ref()
-            .is_some_and(|d| d.unified_memory_bytes().is_some());
+        let backend = self.devices.as_ref().map(Devices::gpu_backend);
         for o in &self.override_tensor {
-            // llama.cpp knows a buffer type only by its backend's name: CUDA's, or Metal's on a Mac.
-            let (i, on_metal) = match o.target {
-                OverrideTarget::Cpu => continue,
-                OverrideTarget::Device(i) => (i, false),
-                OverrideTarget::Metal(i) => (i, true),
+            let OverrideTarget::Device(named, i) = o.target else {
+                continue;
             };
-            if self.devices.is_some() && on_metal != metal {
-                let (named, backend) = match metal {
-                    true => ("Apple silicon", "MTL<i>"),
-                    false => ("CUDA devices", "CUDA<i>"),
-                };
+            // llama.cpp knows a buffer type only by its backend's name.
+            if let Some(backend) = backend.filter(|b| *b != named) {
                 return Err(error(
                     "override_tensor",
                     format!(
-                        "`{o}` names a buffer type these devices do not have: they are {named}, whose buffer types are {backend}"
+                        "`{o}` names a buffer type these devices do not have: llama.cpp runs them on its {} backend, whose buffer types are {}<i>",
+                        backend.name(),
+                        backend.name()
                     ),
                 ));
             }

@@ -117,7 +117,8 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "N", help_heading = "Engine")]
     pub n_cpu_moe: Option<u64>,
     /// llama.cpp -ot: PATTERN=DEVICE, tensors whose name the regex matches go to CPU (host
-    /// RAM), CUDA<i> (the i-th of --devices) or MTL0 (Apple silicon's GPU); repeat or comma-separate; the first match
+    /// RAM) or the i-th of --devices as its backend names it: CUDA<i>, ROCm<i> (AMD) or MTL0
+    /// (Apple silicon); repeat or comma-separate; the first match
     /// wins, these before --n-cpu-moe's. E.g. `blk\.(1[0-9])\.ffn_.*_exps=CPU`.
     #[arg(long, value_name = "PATTERN=DEVICE", value_delimiter = ',', help_heading = "Engine")]
     pub override_tensor: Vec<TensorOverride>,
@@ -125,7 +126,7 @@ pub struct MemoryArgs {
     #[arg(long, help_heading = "Engine")]
     pub no_kv_offload: bool,
     /// llama.cpp -sm: layer (whole layers over the devices) or none (the first device only);
-    /// row is not modelled [default: layer].
+    /// row is refused, as llama.cpp 0.3.36 cannot load it on CUDA, ROCm or Metal [default: layer].
     #[arg(long, value_name = "layer|none", help_heading = "Engine")]
     pub split_mode: Option<SplitMode>,
     /// llama.cpp -ts: the share of the offloaded layers each device takes, in --devices order,

@@ -247,6 +247,25 @@ fn override_tensor_moves_what_its_pattern_matches() {
     assert_eq!(nothing.per_device[0].weights_bytes, base.per_device[0].weights_bytes);
 }
 
+/// AMD GPUs run llama.cpp's CUDA backend built with HIP, which names its buffer types
+/// `ROCm<i>`: an override names them so, and the flags print them so.
+#[test]
+fn amd_devices_take_and_print_rocm_buffer_types() {
+    let json =
+        r#"{"context": 8192, "devices": "mi300x:2", "override_tensor": ["output=ROCm1", "blk\\.0\\.ffn_.*_exps=CPU"]}"#;
+    let m = memory(GPT_OSS, json);
+    let command = m.offload.as_ref().expect("offload").command.clone();
+    assert!(
+        command.contains("output=ROCm1") && !command.contains("CUDA"),
+        "{command}"
+    );
+    let err = serde_json::from_str::<PlanOptions>(r#"{"devices": "mi300x:2", "override_tensor": ["output=CUDA1"]}"#)
+        .expect("parses")
+        .validate()
+        .expect_err("CUDA1 on AMD");
+    assert!(err.to_string().contains("ROCm<i>"), "{err}");
+}
+
 /// One device's usable bytes less llama.cpp's fit margin (1 GiB, common/common.h l.483).
 fn fit_target(m: &Memory) -> u64 {
     m.per_device[0].usable_bytes - GIB

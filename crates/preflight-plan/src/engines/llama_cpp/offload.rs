@@ -7,7 +7,7 @@
 
 use super::memory::Context;
 use crate::memory::{Backend, BackendTerms, Backends, Sizing};
-use crate::options::{OverrideTarget, PlanOptions, SplitMode};
+use crate::options::{GpuBackend, OverrideTarget, PlanOptions, SplitMode};
 
 /// Free memory llama.cpp's fit leaves on each device: `fit_params_target`, 1024 MiB
 /// (common/common.h l.483).
@@ -193,7 +193,7 @@ impl<'a> Placer<'a> {
             .map(|(i, o)| {
                 let to = match o.target {
                     OverrideTarget::Cpu => Backend::Host,
-                    OverrideTarget::Device(d) | OverrideTarget::Metal(d) => Backend::Device(d as usize),
+                    OverrideTarget::Device(_, d) => Backend::Device(d as usize),
                 };
                 Rule::Pattern(i, to)
             })
@@ -536,17 +536,15 @@ impl<'a> Placer<'a> {
                 Rule::Pattern(i, to) => (self.options.override_tensor[*i].pattern.clone(), *to),
                 Rule::Layer { layer, fraction, to } => (fraction.pattern(*layer), *to),
             };
-            // The device's buffer type as llama.cpp names it: `MTL<i>` on Apple silicon
-            // (`GGML_METAL_NAME`, ggml-metal.cpp l.15), `CUDA<i>` otherwise.
-            let metal = self
+            // The device's buffer type as its backend names it.
+            let backend = self
                 .options
                 .devices
                 .as_ref()
-                .is_some_and(|d| d.unified_memory_bytes().is_some());
-            let to = match (to, metal) {
-                (Backend::Host, _) => "CPU".to_owned(),
-                (Backend::Device(d), true) => format!("MTL{d}"),
-                (Backend::Device(d), false) => format!("CUDA{d}"),
+                .map_or(GpuBackend::Cuda, |d| d.gpu_backend());
+            let to = match to {
+                Backend::Host => "CPU".to_owned(),
+                Backend::Device(d) => format!("{}{d}", backend.name()),
             };
             overrides.push(format!("{pattern}={to}"));
         }
