@@ -274,6 +274,8 @@ pub enum LlamaCppGraph {
     Mistral3Tempered,
     /// `src/models/qwen3.cpp` and `qwen3moe.cpp`: Llama's with per-head Q and K norms.
     Qwen3,
+    /// `src/models/qwen2.cpp`: Llama's with Q, K and V biases.
+    Qwen2,
     /// `src/models/gemma3.cpp`.
     Gemma3,
     /// `src/models/phi3.cpp`: fused QKV and gate-and-up projections.

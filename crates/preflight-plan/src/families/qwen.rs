@@ -184,10 +184,23 @@ pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &m
 }
 
 /// Qwen3 and Qwen3-MoE are built by llama.cpp's `src/models/qwen3.cpp` and `qwen3moe.cpp`:
-/// Llama's graph with Q and K normed per head before rope. (Qwen2's graphs are not replayed.)
+/// Llama's graph with Q and K normed per head before rope; Qwen2 by `qwen2.cpp`, Llama's with
+/// Q, K and V biases, which keeps no window (a config that slides is not that graph).
 fn with_llama_cpp_graph(mut normalized: Normalized) -> Normalized {
-    if matches!(normalized.model.model_type.as_str(), "qwen3" | "qwen3_moe") {
-        normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Qwen3);
-    }
+    let model = &mut normalized.model;
+    let windowed = model.layers.iter().any(|l| {
+        matches!(
+            l,
+            Mixer::Attention {
+                span: Span::Sliding(_),
+                ..
+            }
+        )
+    });
+    model.llama_cpp_graph = match model.model_type.as_str() {
+        "qwen3" | "qwen3_moe" => Some(LlamaCppGraph::Qwen3),
+        "qwen2" if !windowed => Some(LlamaCppGraph::Qwen2),
+        _ => model.llama_cpp_graph,
+    };
     normalized
 }

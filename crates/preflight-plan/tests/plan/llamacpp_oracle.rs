@@ -7,7 +7,7 @@
 //!   Qwen3.5-0.8B (`qwen35moe`, `qwen35`), Nemotron-H-56B (`nemotron_h`), Nemotron-3-Nano
 //!   (`nemotron_h_moe`), GLM-4.5-Air (`glm4moe`), Mistral-Small-3.1 and a Ministral 3 form of it
 //!   (`mistral3`), Llama 4 Scout (`llama4`, windowed and `swa_full`) and two shapes of it
-//!   (Maverick's experts and dense layers; no window).
+//!   (Maverick's experts and dense layers; no window), Qwen2.5-7B (`qwen2`).
 //!
 //! Weights, KV and recurrent state must be exact; compute + output exact where the
 //! architecture's graph is replayed, else within 5% with flash attention and 10% without —
@@ -48,6 +48,7 @@ const REPLAYED: &[&str] = &[
     "mistral3",
     "glm4moe",
     "llama4",
+    "qwen2",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.
@@ -167,9 +168,9 @@ fn every_row_of_the_shared_oracle_matches_what_llama_cpp_allocated() {
 
 #[test]
 fn every_row_of_the_graphs_oracle_matches_what_llama_cpp_allocated() {
-    // 12 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off, and the two
+    // 13 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off, and the two
     // windowed Llama 4 stubs' 24 again with `swa_full` off.
-    holds_against(GRAPHS, 336);
+    holds_against(GRAPHS, 360);
 }
 
 /// Every measured row of `oracle`: weights, KV and state exact, compute + output exact where
@@ -438,4 +439,10 @@ fn a_llama_4_checkpoint_plans_the_graph_its_gguf_gets() {
         "Llama-4-Scout-17B-16E-Instruct-Q8_0.gguf",
         16,
     );
+}
+
+/// Qwen2.5's config turns its window off (`use_sliding_window` false): `qwen2.cpp`'s graph.
+#[test]
+fn a_qwen2_checkpoint_plans_the_graph_its_gguf_gets() {
+    plans_the_graph_its_gguf_gets("Qwen/Qwen2.5-7B", "Qwen2.5-7B-Q8_0.gguf", 8);
 }

@@ -2,27 +2,26 @@ use super::{Builder, Gating, Heads, QScale};
 use crate::engines::llama_cpp::ggml::{Graph, Type};
 use crate::memory::GraphShape;
 
-/// llama.cpp's Llama graph (`src/models/llama.cpp`; with `qk_norm`, Qwen3's `qwen3.cpp` and
-/// `qwen3moe.cpp`): one unified KV cache, Q, V, K expanded in that order, no biases; at the last layer the attention output and the residual are cut
-/// to the output rows before the feed-forward (a dense SwiGLU, or the MoE with normalised
-/// softmax weights). Ministral 3 (`mistral3.cpp` with `temperature_tuning`) multiplies Q by a
-/// per-token input after rope.
-pub(super) fn graph(s: &GraphShape, qk_norm: bool, temperature_tuning: bool) -> Graph {
+/// llama.cpp's Llama graph (`src/models/llama.cpp`) and those built like it, told apart by
+/// `heads`: Qwen3's `qwen3.cpp` and `qwen3moe.cpp` norm Q and K, Qwen2's `qwen2.cpp` adds Q, K and
+/// V biases, and Ministral 3 (`mistral3.cpp` with `temperature_tuning`) multiplies Q by a
+/// per-token input after rope. One unified KV cache, Q, V, K expanded in that order; at the
+/// last layer the attention output and the residual are cut to the output rows before the
+/// feed-forward (a dense SwiGLU, or the MoE with normalised softmax weights).
+pub(super) fn graph(s: &GraphShape, heads: Heads, temperature_tuning: bool) -> Graph {
     let (mut b, mut layer_in) = Builder::new(s);
-    let scale_q = match temperature_tuning {
-        true => QScale::PerToken(b.g.input(Type::F32, [1, 1, s.tokens, 1])),
-        false => QScale::None,
+    let heads = Heads {
+        scale_q: match temperature_tuning {
+            true => QScale::PerToken(b.g.input(Type::F32, [1, 1, s.tokens, 1])),
+            false => heads.scale_q,
+        },
+        ..heads
     };
     let cache = b.cache_inputs(s.full_cells);
     let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
     let layers = s.sliding.len();
     for il in 0..layers {
         let x = b.norm(layer_in);
-        let heads = Heads {
-            qk_norm,
-            scale_q,
-            ..Heads::PLAIN
-        };
         let attention = b.attention(x, cache, heads);
         let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
         let ffn_in = b.g.like(attention, &[attention, residual], true);

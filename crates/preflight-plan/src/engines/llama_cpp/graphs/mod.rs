@@ -24,9 +24,24 @@ const ALIGNMENT: u64 = 32;
 pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
     let built = match graph {
         LlamaCppGraph::OpenAiMoe => openai_moe::graph(shape),
-        LlamaCppGraph::Llama => llama::graph(shape, false, false),
-        LlamaCppGraph::Mistral3Tempered => llama::graph(shape, false, true),
-        LlamaCppGraph::Qwen3 => llama::graph(shape, true, false),
+        LlamaCppGraph::Llama => llama::graph(shape, Heads::PLAIN, false),
+        LlamaCppGraph::Mistral3Tempered => llama::graph(shape, Heads::PLAIN, true),
+        LlamaCppGraph::Qwen3 => llama::graph(
+            shape,
+            Heads {
+                qk_norm: true,
+                ..Heads::PLAIN
+            },
+            false,
+        ),
+        LlamaCppGraph::Qwen2 => llama::graph(
+            shape,
+            Heads {
+                bias: true,
+                ..Heads::PLAIN
+            },
+            false,
+        ),
         LlamaCppGraph::Gemma3 => gemma3::graph(shape),
         LlamaCppGraph::Phi3 => phi3::graph(shape),
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
