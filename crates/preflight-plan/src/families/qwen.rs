@@ -101,7 +101,24 @@ pub static QWEN2_MOE_FAMILY: Family = Family {
         architectures: &[("qwen2moe", "qwen2_moe")],
         keys: &[],
         tensors: &[],
-        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, QWEN2_MOE_FAMILY.name, kv, 1),
+        normalize: |model_type, kv| {
+            // `n_ff_shexp`, or `n_ff` without it (qwen2moe.cpp:51).
+            let shared_width = kv
+                .opt("expert_shared_feed_forward_length")
+                .or(kv.opt("feed_forward_length"));
+            let mut normalized = llama_cpp::read_decoder(model_type, QWEN2_MOE_FAMILY.name, kv, 1)?;
+            // Replayed where the experts' width is declared (the planner does not derive
+            // llama.cpp's `n_ff / n_expert_used` fallback, l.43).
+            let declared = normalized
+                .model
+                .moe
+                .as_ref()
+                .is_some_and(|m| m.expert_intermediate_size.is_some());
+            normalized.model.llama_cpp_graph = shared_width
+                .filter(|_| declared)
+                .map(|shared_width| LlamaCppGraph::Qwen2Moe { shared_width });
+            Some(normalized)
+        },
     }),
     ..Family::BASE
 };
