@@ -156,6 +156,7 @@ pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &m
         }
         None => vec![Span::Full; dims.layers as usize],
     };
+    let windowless = spans_per_layer.iter().all(|span| matches!(span, Span::Full));
     let moe = if is_moe {
         let experts = match cfg.value("num_experts") {
             Some(_) => cfg.u64("num_experts")?,
@@ -196,6 +197,17 @@ pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &m
     let mut model = dims.model(model_type, family, spans(&dims, spans_per_layer), moe);
     if !dense {
         model.intermediate = None;
+    }
+    // Qwen2-MoE converts to llama.cpp's `qwen2moe` graph, which routes every layer and slides
+    // none (qwen2moe.cpp:16-58): replayed where the config says the same.
+    let routed_everywhere = model
+        .moe
+        .as_ref()
+        .is_some_and(|m| m.dense_layers.is_empty() && m.expert_intermediate_size.is_some());
+    if family == QWEN2_MOE_FAMILY.name && windowless && routed_everywhere {
+        model.llama_cpp_graph = cfg
+            .opt_positive("shared_expert_intermediate_size")
+            .map(|shared_width| LlamaCppGraph::Qwen2Moe { shared_width });
     }
     Some(with_llama_cpp_graph(Normalized { model, shapes }))
 }

@@ -440,3 +440,9 @@ fn a_llama_4_checkpoint_plans_the_graph_its_gguf_gets() {
         16,
     );
 }
+
+/// Qwen2-57B-A14B's config routes every layer and slides none, as llama.cpp's `qwen2moe` does.
+#[test]
+fn a_qwen2_moe_checkpoint_plans_the_graph_its_gguf_gets() {
+    plans_the_graph_its_gguf_gets("Qwen/Qwen2-57B-A14B", "Qwen2-57B-A14B-Q8_0.gguf", 8);
+}
