@@ -213,7 +213,7 @@ pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &m
 }
 
 /// Qwen3 and Qwen3-MoE are built by llama.cpp's `src/models/qwen3.cpp` and `qwen3moe.cpp`:
-/// Llama's graph with Q and K normed per head before rope. (Qwen2's graphs are not replayed.)
+/// Llama's graph with Q and K normed per head before rope. (Qwen2-MoE's is set in `read`.)
 fn with_llama_cpp_graph(mut normalized: Normalized) -> Normalized {
     if matches!(normalized.model.model_type.as_str(), "qwen3" | "qwen3_moe") {
         normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Qwen3);
