@@ -293,6 +293,9 @@ pub enum LlamaCppGraph {
     Glm4Moe(Glm4MoeGraph),
     /// `src/models/llama4.cpp`: chunked and NoPE attention, the experts weighted before they run.
     Llama4(Llama4Graph),
+    /// `src/models/qwen2moe.cpp`: attention with Q, K and V biases, softmax-routed experts
+    /// beside a shared expert of its own width (`n_ff_shexp`) gated by a one-logit sigmoid.
+    Qwen2Moe { shared_width: u64 },
 }
 
 /// What llama.cpp's `llama4` graph is built from beyond the common widths (llama4.cpp:3-41).

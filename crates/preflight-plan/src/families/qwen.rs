@@ -101,7 +101,24 @@ pub static QWEN2_MOE_FAMILY: Family = Family {
         architectures: &[("qwen2moe", "qwen2_moe")],
         keys: &[],
         tensors: &[],
-        normalize: |model_type, kv| llama_cpp::read_decoder(model_type, QWEN2_MOE_FAMILY.name, kv, 1),
+        normalize: |model_type, kv| {
+            // `n_ff_shexp`, or `n_ff` without it (qwen2moe.cpp:51).
+            let shared_width = kv
+                .opt("expert_shared_feed_forward_length")
+                .or(kv.opt("feed_forward_length"));
+            let mut normalized = llama_cpp::read_decoder(model_type, QWEN2_MOE_FAMILY.name, kv, 1)?;
+            // Replayed where the experts' width is declared (the planner does not derive
+            // llama.cpp's `n_ff / n_expert_used` fallback, l.43).
+            let declared = normalized
+                .model
+                .moe
+                .as_ref()
+                .is_some_and(|m| m.expert_intermediate_size.is_some());
+            normalized.model.llama_cpp_graph = shared_width
+                .filter(|_| declared)
+                .map(|shared_width| LlamaCppGraph::Qwen2Moe { shared_width });
+            Some(normalized)
+        },
     }),
     ..Family::BASE
 };
@@ -139,6 +156,7 @@ pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &m
         }
         None => vec![Span::Full; dims.layers as usize],
     };
+    let windowless = spans_per_layer.iter().all(|span| matches!(span, Span::Full));
     let moe = if is_moe {
         let experts = match cfg.value("num_experts") {
             Some(_) => cfg.u64("num_experts")?,
@@ -180,12 +198,24 @@ pub(super) fn read(model_type: &str, family: &'static str, is_moe: bool, cfg: &m
     if !dense {
         model.intermediate = None;
     }
+    // Qwen2-MoE converts to llama.cpp's `qwen2moe` graph, which routes every layer and slides
+    // none (qwen2moe.cpp:16-58): replayed where the config says the same.
+    let routed_everywhere = model
+        .moe
+        .as_ref()
+        .is_some_and(|m| m.dense_layers.is_empty() && m.expert_intermediate_size.is_some());
+    if family == QWEN2_MOE_FAMILY.name && windowless && routed_everywhere {
+        model.llama_cpp_graph = cfg
+            .opt_positive("shared_expert_intermediate_size")
+            .map(|shared_width| LlamaCppGraph::Qwen2Moe { shared_width });
+    }
     Some(with_llama_cpp_graph(Normalized { model, shapes }))
 }
 
 /// Qwen3 and Qwen3-MoE are built by llama.cpp's `src/models/qwen3.cpp` and `qwen3moe.cpp`:
 /// Llama's graph with Q and K normed per head before rope; Qwen2 by `qwen2.cpp`, Llama's with
 /// Q, K and V biases, which keeps no window (a config that slides is not that graph).
+/// (Qwen2-MoE's is set in `read`.)
 fn with_llama_cpp_graph(mut normalized: Normalized) -> Normalized {
     let model = &mut normalized.model;
     let windowed = model.layers.iter().any(|l| {

@@ -7,7 +7,8 @@
 //!   Qwen3.5-0.8B (`qwen35moe`, `qwen35`), Nemotron-H-56B (`nemotron_h`), Nemotron-3-Nano
 //!   (`nemotron_h_moe`), GLM-4.5-Air (`glm4moe`), Mistral-Small-3.1 and a Ministral 3 form of it
 //!   (`mistral3`), Llama 4 Scout (`llama4`, windowed and `swa_full`) and two shapes of it
-//!   (Maverick's experts and dense layers; no window), Qwen2.5-7B (`qwen2`).
+//!   (Maverick's experts and dense layers; no window), Qwen2.5-7B (`qwen2`), Qwen2-57B-A14B
+//!   (`qwen2moe`).
 //!
 //! Weights, KV and recurrent state must be exact; compute + output exact where the
 //! architecture's graph is replayed, else within 5% with flash attention and 10% without —
@@ -49,6 +50,7 @@ const REPLAYED: &[&str] = &[
     "glm4moe",
     "llama4",
     "qwen2",
+    "qwen2moe",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.
@@ -168,9 +170,9 @@ fn every_row_of_the_shared_oracle_matches_what_llama_cpp_allocated() {
 
 #[test]
 fn every_row_of_the_graphs_oracle_matches_what_llama_cpp_allocated() {
-    // 13 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off, and the two
+    // 14 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off, and the two
     // windowed Llama 4 stubs' 24 again with `swa_full` off.
-    holds_against(GRAPHS, 360);
+    holds_against(GRAPHS, 384);
 }
 
 /// Every measured row of `oracle`: weights, KV and state exact, compute + output exact where
@@ -372,7 +374,7 @@ fn gpt_oss_replay_holds_at_settings_the_oracle_did_not_vary() {
 /// 512 output rows, runs its experts on those: Qwen3-MoE, GLM-4.5 and DeepSeek-V3's MoE.
 #[test]
 fn moe_replays_hold_where_the_last_layer_runs_fewer_rows_than_the_micro_batch() {
-    holds_at_settings("llamacpp-moe-settings.jsonl", 12);
+    holds_at_settings("llamacpp-moe-settings.jsonl", 16);
 }
 
 /// Compute + output to the logged 0.01 MiB on every row of `file` (under `fixtures/`).
@@ -445,4 +447,10 @@ fn a_llama_4_checkpoint_plans_the_graph_its_gguf_gets() {
 #[test]
 fn a_qwen2_checkpoint_plans_the_graph_its_gguf_gets() {
     plans_the_graph_its_gguf_gets("Qwen/Qwen2.5-7B", "Qwen2.5-7B-Q8_0.gguf", 8);
+}
+
+/// Qwen2-57B-A14B's config routes every layer and slides none, as llama.cpp's `qwen2moe` does.
+#[test]
+fn a_qwen2_moe_checkpoint_plans_the_graph_its_gguf_gets() {
+    plans_the_graph_its_gguf_gets("Qwen/Qwen2-57B-A14B", "Qwen2-57B-A14B-Q8_0.gguf", 8);
 }

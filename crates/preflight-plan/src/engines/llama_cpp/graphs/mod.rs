@@ -10,6 +10,7 @@ mod llama4;
 mod nemotron_h;
 mod openai_moe;
 mod phi3;
+mod qwen2moe;
 mod qwen35;
 
 use super::ggml::{Graph, Id, Type};
@@ -47,6 +48,7 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
         LlamaCppGraph::Deepseek2(params) => deepseek2::graph(shape, &params),
         LlamaCppGraph::Qwen35 => qwen35::graph(shape),
+        LlamaCppGraph::Qwen2Moe { shared_width } => qwen2moe::graph(shape, shared_width),
         LlamaCppGraph::Glm4Moe(params) => glm4_moe::graph(shape, &params),
         LlamaCppGraph::Llama4(params) => llama4::graph(shape, &params),
     };
@@ -129,6 +131,8 @@ pub(super) enum QScale {
 /// How `build_moe_ffn` turns the router's logits into expert weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Gating {
+    /// Softmax over all experts, the chosen weights as they are (Qwen2-MoE: `norm_w` false).
+    Softmax,
     /// Softmax over all experts, the chosen weights renormalised (`norm_w`): Qwen3-MoE, Mixtral.
     SoftmaxNormalised,
     /// Top-k of the logits, softmax over the chosen (gpt-oss).
@@ -395,7 +399,7 @@ impl<'s> Builder<'s> {
         let logits = self.linear(x, s.experts, t, bias);
         let g = &mut self.g;
         let probs = match gating {
-            Gating::SoftmaxNormalised | Gating::Grouped(_) => g.like(logits, &[logits], true),
+            Gating::Softmax | Gating::SoftmaxNormalised | Gating::Grouped(_) => g.like(logits, &[logits], true),
             Gating::SoftmaxOfChosen => logits,
         };
         let selection = match gating {
@@ -412,6 +416,7 @@ impl<'s> Builder<'s> {
                 let softmax = g.op(Type::F32, [used, t, 1, 1], &[flat], true);
                 g.reshape(softmax, [1, used, t, 1])
             }
+            Gating::Softmax => weights,
             Gating::SoftmaxNormalised => normalise(g, weights, used, t),
             Gating::Grouped(routing) => {
                 let weights = match routing.norm {
