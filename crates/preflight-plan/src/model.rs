@@ -274,6 +274,9 @@ pub enum LlamaCppGraph {
     Mistral3Tempered,
     /// `src/models/qwen3.cpp` and `qwen3moe.cpp`: Llama's with per-head Q and K norms.
     Qwen3,
+    /// `src/models/gemma2.cpp`: Gemma 3's without Q and K norms, its attention scores and
+    /// logits soft-capped.
+    Gemma2,
     /// `src/models/gemma3.cpp`.
     Gemma3,
     /// `src/models/phi3.cpp`: fused QKV and gate-and-up projections.
