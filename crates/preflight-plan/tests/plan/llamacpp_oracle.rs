@@ -420,6 +420,13 @@ fn plans_the_graph_its_gguf_gets(repo: &str, gguf_file: &str, want: usize) {
     assert_eq!(checked, want);
 }
 
+/// Gemma 2's config says what llama.cpp's `gemma2` rules say (a window every other layer,
+/// both soft-caps), so its safetensors plan the graph the converted file got.
+#[test]
+fn a_gemma_2_checkpoint_plans_the_graph_its_gguf_gets() {
+    plans_the_graph_its_gguf_gets("google/gemma-2-2b-it", "gemma-2-2b-it-Q8_0.gguf", 16);
+}
+
 /// `convert_hf_to_gguf` writes a Mistral as `mistral3`, llama's nodes.
 #[test]
 fn a_mistral_checkpoint_plans_the_graph_its_gguf_gets() {
