@@ -276,6 +276,9 @@ pub enum LlamaCppGraph {
     Qwen3,
     /// `src/models/qwen2.cpp`: Llama's with Q, K and V biases.
     Qwen2,
+    /// `src/models/gemma2.cpp`: Gemma 3's without Q and K norms, its attention scores and
+    /// logits soft-capped.
+    Gemma2,
     /// `src/models/gemma3.cpp`.
     Gemma3,
     /// `src/models/phi3.cpp`: fused QKV and gate-and-up projections.

@@ -196,11 +196,13 @@ fn normalize(model_type: &str, cfg: &mut ConfigReader) -> Option<Normalized> {
     Some(with_llama_cpp_graph(Normalized { model, shapes }))
 }
 
-/// Gemma 3 is built by llama.cpp's `src/models/gemma3.cpp`, replayed; Gemma 2's graph (with
-/// its logit soft-capping) is not.
+/// Gemma 2 and 3 are built by llama.cpp's `src/models/gemma2.cpp` and `gemma3.cpp`, both
+/// replayed; Gemma (1)'s graph is not.
 fn with_llama_cpp_graph(mut normalized: Normalized) -> Normalized {
-    if normalized.model.model_type == "gemma3_text" {
-        normalized.model.llama_cpp_graph = Some(LlamaCppGraph::Gemma3);
-    }
+    normalized.model.llama_cpp_graph = match normalized.model.model_type.as_str() {
+        "gemma2" => Some(LlamaCppGraph::Gemma2),
+        "gemma3_text" => Some(LlamaCppGraph::Gemma3),
+        _ => None,
+    };
     normalized
 }

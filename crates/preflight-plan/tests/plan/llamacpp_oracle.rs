@@ -8,7 +8,7 @@
 //!   (`nemotron_h_moe`), GLM-4.5-Air (`glm4moe`), Mistral-Small-3.1 and a Ministral 3 form of it
 //!   (`mistral3`), Llama 4 Scout (`llama4`, windowed and `swa_full`) and two shapes of it
 //!   (Maverick's experts and dense layers; no window), Qwen2.5-7B (`qwen2`), Qwen2-57B-A14B
-//!   (`qwen2moe`).
+//!   (`qwen2moe`), Gemma-2-2B-it (`gemma2`).
 //!
 //! Weights, KV and recurrent state must be exact; compute + output exact where the
 //! architecture's graph is replayed, else within 5% with flash attention and 10% without —
@@ -51,6 +51,7 @@ const REPLAYED: &[&str] = &[
     "llama4",
     "qwen2",
     "qwen2moe",
+    "gemma2",
 ];
 
 /// The oracles' directories under `fixtures/oracles/`.
@@ -170,9 +171,9 @@ fn every_row_of_the_shared_oracle_matches_what_llama_cpp_allocated() {
 
 #[test]
 fn every_row_of_the_graphs_oracle_matches_what_llama_cpp_allocated() {
-    // 14 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off, and the two
-    // windowed Llama 4 stubs' 24 again with `swa_full` off.
-    holds_against(GRAPHS, 384);
+    // 15 GGUFs × 4 contexts × 3 sequence settings × flash attention on and off, and the three
+    // windowed stubs' (two Llama 4, Gemma 2) 24 again with `swa_full` off.
+    holds_against(GRAPHS, 432);
 }
 
 /// Every measured row of `oracle`: weights, KV and state exact, compute + output exact where
@@ -420,6 +421,13 @@ fn plans_the_graph_its_gguf_gets(repo: &str, gguf_file: &str, want: usize) {
         checked += 1;
     }
     assert_eq!(checked, want);
+}
+
+/// Gemma 2's config says what llama.cpp's `gemma2` rules say (a window every other layer,
+/// both soft-caps), so its safetensors plan the graph the converted file got.
+#[test]
+fn a_gemma_2_checkpoint_plans_the_graph_its_gguf_gets() {
+    plans_the_graph_its_gguf_gets("google/gemma-2-2b-it", "gemma-2-2b-it-Q8_0.gguf", 16);
 }
 
 /// `convert_hf_to_gguf` writes a Mistral as `mistral3`, llama's nodes.

@@ -7,8 +7,13 @@ use crate::memory::GraphShape;
 /// expanded in order), sandwich norms around attention and the GeGLU feed-forward; at the
 /// last layer the attention output and the residual are cut to the output rows. (A
 /// `final_logit_softcapping` would add three ops on the logits; Gemma 3 has none.)
-pub(super) fn graph(s: &GraphShape) -> Graph {
+///
+/// `gemma2` builds Gemma 2's graph (`src/models/gemma2.cpp`), the same but for three things:
+/// no Q and K norms (l.91-106), attention scores soft-capped (`attn_soft_cap`, l.7) and the
+/// logits soft-capped (l.166-169).
+pub(super) fn graph(s: &GraphShape, gemma2: bool) -> Graph {
     let (mut b, rows) = Builder::new(s);
+    b.attn_soft_cap = gemma2;
     let mut layer_in = b.g.like(rows, &[rows], true);
     let full = b.cache_inputs(s.full_cells);
     let sliding = b.cache_inputs(s.sliding_cells);
@@ -19,7 +24,7 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         let x = b.norm(layer_in);
         let heads = Heads {
             order: ExpandOrder::InOrder,
-            qk_norm: true,
+            qk_norm: !gemma2,
             scale_q: QScale::Constant,
             ..Heads::PLAIN
         };
@@ -32,5 +37,5 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         let normed = b.norm(ffn);
         layer_in = b.g.like(normed, &[normed, attention_out], true);
     }
-    b.output(layer_in)
+    b.output_capped(layer_in, gemma2)
 }

@@ -43,7 +43,8 @@ pub(crate) fn replay(graph: LlamaCppGraph, shape: &GraphShape) -> u64 {
             },
             false,
         ),
-        LlamaCppGraph::Gemma3 => gemma3::graph(shape),
+        LlamaCppGraph::Gemma2 => gemma3::graph(shape, true),
+        LlamaCppGraph::Gemma3 => gemma3::graph(shape, false),
         LlamaCppGraph::Phi3 => phi3::graph(shape),
         LlamaCppGraph::NemotronH(dims) => nemotron_h::graph(shape, &dims),
         LlamaCppGraph::Deepseek2(params) => deepseek2::graph(shape, &params),
@@ -177,6 +178,8 @@ pub(super) struct Builder<'s> {
     pub(super) weight: Id,
     pub(super) cache: Id,
     pub(super) positions: Id,
+    /// `hparams.attn_soft_cap` (Gemma 2): the attention scores capped before the softmax.
+    pub(super) attn_soft_cap: bool,
 }
 
 impl<'s> Builder<'s> {
@@ -199,6 +202,7 @@ impl<'s> Builder<'s> {
             weight,
             cache,
             positions,
+            attn_soft_cap: false,
         };
         (builder, rows)
     }
@@ -369,7 +373,14 @@ impl<'s> Builder<'s> {
                 g.reshape(out, [q_width, t, 1, 1])
             }
             false => {
-                let scores = g.op(Type::F32, [cache.cells, t / streams, s.heads, streams], &[k, q], false);
+                let mut scores = g.op(Type::F32, [cache.cells, t / streams, s.heads, streams], &[k, q], false);
+                // Scaled, tanh, scaled back (llama-graph.cpp:2708-2715); flash attention takes
+                // the cap as a parameter instead.
+                if self.attn_soft_cap {
+                    for _ in 0..3 {
+                        scores = g.like(scores, &[scores], true);
+                    }
+                }
                 let mut softmax = vec![scores, cache.mask];
                 if sinks {
                     softmax.push(self.weight);
@@ -536,10 +547,21 @@ impl<'s> Builder<'s> {
     }
 
     /// The final norm and the logits of the outputs; both are graph outputs.
-    pub(super) fn output(mut self, x: Id) -> Graph {
+    pub(super) fn output(self, x: Id) -> Graph {
+        self.output_capped(x, false)
+    }
+
+    /// [`Builder::output`], the logits soft-capped when `capped` (`final_logit_softcapping`:
+    /// scaled, tanh, scaled back, the last of them the output, gemma2.cpp:166-169).
+    pub(super) fn output_capped(mut self, x: Id, capped: bool) -> Graph {
         let result_norm = self.norm(x);
         self.g.set_output(result_norm);
-        let logits = self.linear(result_norm, self.s.vocab, self.s.outputs, false);
+        let mut logits = self.linear(result_norm, self.s.vocab, self.s.outputs, false);
+        if capped {
+            for _ in 0..3 {
+                logits = self.g.like(logits, &[logits], true);
+            }
+        }
         self.g.set_output(logits);
         self.g.expand(logits);
         self.g
