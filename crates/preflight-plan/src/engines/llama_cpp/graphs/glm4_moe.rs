@@ -1,5 +1,5 @@
-use super::{Builder, Heads, Routing};
-use crate::engines::llama_cpp::ggml::{Graph, Type};
+use super::{Heads, Routing};
+use crate::engines::llama_cpp::ggml::Graph;
 use crate::memory::GraphShape;
 use crate::model::Glm4MoeGraph;
 
@@ -10,24 +10,13 @@ use crate::model::Glm4MoeGraph;
 /// the rest the sigmoid-routed experts (`exp_probs_b` is a required tensor, l.82) plus the
 /// shared one. The NextN block is `graph_mtp`'s, never this graph's (l.317).
 pub(super) fn graph(s: &GraphShape, p: &Glm4MoeGraph) -> Graph {
-    let (mut b, mut layer_in) = Builder::new(s);
-    let cache = b.cache_inputs(s.full_cells);
-    let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
-    let layers = s.sliding.len();
     let heads = Heads {
         bias: true,
         qk_norm: p.qk_norm,
         ..Heads::PLAIN
     };
     let routing = Routing::of(p.routing, true);
-    for il in 0..layers {
-        let x = b.norm(layer_in);
-        let attention = b.attention(x, cache, heads);
-        let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
-        let ffn_in = b.g.like(attention, &[attention, residual], true);
-        let x = b.norm(ffn_in);
-        let out = b.dense_lead_or_routed(il, x, tokens, p.dense_lead, routing, s.shared_expert_width);
-        layer_in = b.g.like(out, &[out, ffn_in], true);
-    }
-    b.output(layer_in)
+    super::llama::decoder(s, heads, false, |b, il, x, tokens| {
+        b.dense_lead_or_routed(il, x, tokens, p.dense_lead, routing, s.shared_expert_width)
+    })
 }

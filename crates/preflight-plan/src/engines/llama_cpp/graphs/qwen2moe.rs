@@ -1,5 +1,5 @@
-use super::{Builder, Gating, Heads};
-use crate::engines::llama_cpp::ggml::{Graph, Type};
+use super::{Gating, Heads};
+use crate::engines::llama_cpp::ggml::Graph;
 use crate::memory::GraphShape;
 
 /// llama.cpp's Qwen2-MoE graph (`src/models/qwen2moe.cpp:68-201`): one unified cache, Q, K
@@ -8,28 +8,17 @@ use crate::memory::GraphShape;
 /// weights as they are (`norm_w` false, l.146-157), beside the shared expert's SwiGLU of
 /// `shared_width` scaled by its gate's sigmoid, built as `silu(x) / x` (l.162-178).
 pub(super) fn graph(s: &GraphShape, shared_width: u64) -> Graph {
-    let (mut b, mut layer_in) = Builder::new(s);
-    let cache = b.cache_inputs(s.full_cells);
-    let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
-    let layers = s.sliding.len();
     let heads = Heads {
         bias: true,
         ..Heads::PLAIN
     };
-    for il in 0..layers {
-        let x = b.norm(layer_in);
-        let attention = b.attention(x, cache, heads);
-        let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
-        let ffn_in = b.g.like(attention, &[attention, residual], true);
-        let x = b.norm(ffn_in);
+    super::llama::decoder(s, heads, false, |b, _, x, tokens| {
         let routed = b.moe(x, tokens, Gating::Softmax, false);
         let logit = b.linear(x, 1, tokens, false);
         let silu = b.g.like(logit, &[logit], true);
         let sigmoid = b.g.like(silu, &[silu, logit], true);
         let shared = b.ffn_of(x, tokens, shared_width);
         let shared = b.g.like(shared, &[shared, sigmoid], true);
-        let out = b.g.like(routed, &[routed, shared], true);
-        layer_in = b.g.like(out, &[out, ffn_in], true);
-    }
-    b.output(layer_in)
+        b.g.like(routed, &[routed, shared], true)
+    })
 }
