@@ -1,4 +1,4 @@
-use super::{Builder, CacheInputs, ExpandOrder, sum_experts};
+use super::{Builder, ExpandOrder, Heads, QScale, sum_experts};
 use crate::engines::llama_cpp::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
 use crate::model::Llama4Graph;
@@ -29,8 +29,20 @@ pub(super) fn graph(s: &GraphShape, p: &Llama4Graph) -> Graph {
     for (il, &chunked) in s.sliding.iter().enumerate() {
         let cache = if chunked { sliding } else { full };
         let x = b.norm(layer_in);
+        // A RoPE layer ropes Q and K and, with `kq_norm`, rms-norms both; a NoPE layer
+        // multiplies Q by the temperature instead (llama4.cpp:161-186).
         let roped = !every(p.no_rope_step, il);
-        let attention = attention(&mut b, x, cache, order, roped.then_some(p.kq_norm), attn_scale);
+        let heads = Heads {
+            order,
+            rope: roped,
+            norm_after_rope: roped && p.kq_norm,
+            scale_q: match roped {
+                true => QScale::None,
+                false => QScale::PerToken(attn_scale),
+            },
+            ..Heads::PLAIN
+        };
+        let attention = b.attention(x, cache, heads);
         let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
         let ffn_in = b.g.like(attention, &[attention, residual], true);
         let x = b.norm(ffn_in);
@@ -45,34 +57,6 @@ pub(super) fn graph(s: &GraphShape, p: &Llama4Graph) -> Graph {
         layer_in = b.g.like(out, &[out, ffn_in], true);
     }
     b.output(layer_in)
-}
-
-/// `build_qkv`, then on a RoPE layer rope on Q and K and, with `kq_norm`, `ggml_rms_norm` of
-/// both (no weight, llama4.cpp:180-186); on a NoPE layer (`rope` is `None`) Q multiplied by
-/// the temperature (l.173-175); `build_attn` and the output projection.
-fn attention(b: &mut Builder, x: Id, cache: CacheInputs, order: ExpandOrder, rope: Option<bool>, scale: Id) -> Id {
-    let s = b.s;
-    let (t, d) = (s.tokens, s.head_dim);
-    let head = |b: &mut Builder, heads: u64| {
-        let y = b.linear(x, heads.saturating_mul(d), t, false);
-        b.g.reshape(y, [d, heads, t, 1])
-    };
-    let (q, k, v) = (head(b, s.heads), head(b, s.kv_heads), head(b, s.kv_heads));
-    let (w, positions) = (b.weight, b.positions);
-    let g = &mut b.g;
-    let (q, k) = match rope {
-        Some(kq_norm) => {
-            let q = g.like(q, &[q, positions, w], true);
-            let k = g.like(k, &[k, positions, w], true);
-            match kq_norm {
-                true => (g.like(q, &[q], true), g.like(k, &[k], true)),
-                false => (q, k),
-            }
-        }
-        None => (g.like(q, &[q, scale], true), k),
-    };
-    let out = b.attend([q, k, v], cache, order, false);
-    b.linear(out, s.hidden, t, false)
 }
 
 /// `build_moe_ffn` as it runs for `LLM_ARCH_LLAMA4` (llama-graph.cpp:2007-2373): sigmoid

@@ -95,6 +95,8 @@ pub(super) struct Heads {
     pub(super) sinks: bool,
     /// Q and K normed per head before rope (Qwen3, Gemma 3).
     pub(super) qk_norm: bool,
+    /// Q and K rms-normed, with no weight, after rope (Llama 4's L2 norm, llama4.cpp:180-186).
+    pub(super) norm_after_rope: bool,
     /// What Q is multiplied by after rope.
     pub(super) scale_q: QScale,
     /// Q and K roped (not Nemotron-H's attention, which has no rope: nemotron-h.cpp:271-277).
@@ -113,6 +115,7 @@ impl Heads {
         out_bias: false,
         sinks: false,
         qk_norm: false,
+        norm_after_rope: false,
         scale_q: QScale::None,
         rope: true,
         gate: false,
@@ -247,6 +250,7 @@ impl<'s> Builder<'s> {
             out_bias,
             sinks,
             qk_norm,
+            norm_after_rope,
             scale_q,
             rope,
             gate,
@@ -273,7 +277,11 @@ impl<'s> Builder<'s> {
             }
             // `attn_q_norm` / `attn_k_norm`, over each head, before rope.
             let y = if qk_norm { b.norm(y) } else { y };
-            (b.g.like(y, &[y, b.positions, b.weight], true), full)
+            let y = b.g.like(y, &[y, b.positions, b.weight], true);
+            match norm_after_rope {
+                true => (b.g.like(y, &[y], true), full),
+                false => (y, full),
+            }
         };
         let (q, q_full) = head(self, s.heads, rope, gate);
         let q = match scale_q {
