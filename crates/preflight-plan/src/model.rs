@@ -328,10 +328,8 @@ pub struct NemotronH {
     pub shared_width: u64,
     /// `moe_latent_size`: the experts run over this width between two projections (0: none).
     pub latent: u64,
-    /// `expert_weights_norm`, and an `expert_weights_scale` other than 0 or 1: each one op on
-    /// the chosen experts' weights (llama-graph.cpp:2148-2166).
-    pub norm_weights: bool,
-    pub scale_weights: bool,
+    /// How the router weighs the chosen experts (no groups: not replayed with them).
+    pub routing: ExpertRouting,
 }
 
 /// What llama.cpp's `deepseek2` graph is built from beyond the common widths: the MLA

@@ -302,10 +302,7 @@ fn normalize_gguf(model_type: &str, kv: &mut GgufReader) -> Option<Normalized> {
 /// `nemotron-h.cpp` builds with (l.6-10, 24-29). Expert groups (`expert_group_count` > 1)
 /// would add group selection to the routing (llama-graph.cpp:2097-2118): not replayed.
 fn llama_cpp_graph(kv: &GgufReader) -> Option<LlamaCppGraph> {
-    if kv.opt("expert_group_count").unwrap_or(1) > 1 {
-        return None;
-    }
-    let scale = kv.opt_float("expert_weights_scale").unwrap_or(0.0);
+    let routing = llama_cpp::read_routing(kv).filter(|r| r.groups < 2)?;
     Some(LlamaCppGraph::NemotronH(NemotronH {
         conv_kernel: kv.opt("ssm.conv_kernel").unwrap_or(0),
         inner: kv.opt("ssm.inner_size").unwrap_or(0),
@@ -314,8 +311,7 @@ fn llama_cpp_graph(kv: &GgufReader) -> Option<LlamaCppGraph> {
         groups: kv.opt("ssm.group_count").unwrap_or(0),
         shared_width: kv.opt("expert_shared_feed_forward_length").unwrap_or(0),
         latent: kv.opt("moe_latent_size").unwrap_or(0),
-        norm_weights: kv.opt_flag("expert_weights_norm").unwrap_or(false),
-        scale_weights: scale != 0.0 && scale != 1.0,
+        routing,
     }))
 }
 

@@ -13,7 +13,10 @@ pub(super) fn graph(s: &GraphShape, p: &Deepseek2Graph) -> Graph {
     let cache = b.cache_inputs(s.full_cells);
     let out_ids = b.g.input(Type::I32, [s.outputs, 1, 1, 1]);
     let layers = s.sliding.len();
-    let routing = Routing::of(p.routing, p.probs_bias);
+    let routing = Routing {
+        declared: p.routing,
+        probs_bias: p.probs_bias,
+    };
     for il in 0..layers {
         let x = b.norm(layer_in);
         let attention = attention(&mut b, x, cache, p);

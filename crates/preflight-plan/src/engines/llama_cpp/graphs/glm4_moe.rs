@@ -15,7 +15,10 @@ pub(super) fn graph(s: &GraphShape, p: &Glm4MoeGraph) -> Graph {
         qk_norm: p.qk_norm,
         ..Heads::PLAIN
     };
-    let routing = Routing::of(p.routing, true);
+    let routing = Routing {
+        declared: p.routing,
+        probs_bias: true,
+    };
     super::llama::decoder(s, heads, false, |b, il, x, tokens| {
         b.dense_lead_or_routed(il, x, tokens, p.dense_lead, routing, s.shared_expert_width)
     })

@@ -146,30 +146,13 @@ pub(super) enum Gating {
     Grouped(Routing),
 }
 
-/// How a [`Gating::Grouped`] router chooses (llama-graph.cpp:2077-2166).
+/// How a [`Gating::Grouped`] router chooses (llama-graph.cpp:2077-2166): as the model's keys
+/// declare, with `exp_probs_b` added to the probabilities the experts are chosen by where its
+/// blocks carry it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Routing {
-    /// `exp_probs_b` added to the probabilities the experts are chosen by.
+    pub(super) declared: ExpertRouting,
     pub(super) probs_bias: bool,
-    /// Expert groups and the groups kept (no grouping below two groups).
-    pub(super) groups: u64,
-    pub(super) groups_used: u64,
-    /// The chosen weights normalised to sum to one, and scaled.
-    pub(super) norm: bool,
-    pub(super) scale: bool,
-}
-
-impl Routing {
-    /// The routing a model's keys declare, with the selection bias where its blocks add one.
-    pub(super) fn of(declared: ExpertRouting, probs_bias: bool) -> Routing {
-        Routing {
-            probs_bias,
-            groups: declared.groups,
-            groups_used: declared.groups_used,
-            norm: declared.norm_weights,
-            scale: declared.scale_weights,
-        }
-    }
 }
 
 /// `llm_graph_context`'s builders over a [`Graph`], each making the tensors llama-graph.cpp
@@ -438,11 +421,11 @@ impl<'s> Builder<'s> {
             Gating::Softmax => weights,
             Gating::SoftmaxNormalised => normalise(g, weights, used, t),
             Gating::Grouped(routing) => {
-                let weights = match routing.norm {
+                let weights = match routing.declared.norm_weights {
                     true => normalise(g, weights, used, t),
                     false => weights,
                 };
-                match routing.scale {
+                match routing.declared.scale_weights {
                     true => g.op(Type::F32, [1, used, t, 1], &[weights], true),
                     false => weights,
                 }
@@ -594,10 +577,13 @@ fn select_groups(g: &mut Graph, probs: Id, bias: Id, routing: Routing, experts: 
         true => g.op(Type::F32, [experts, t, 1, 1], &[probs, bias], true),
         false => probs,
     };
-    if routing.groups < 2 {
+    let ExpertRouting {
+        groups, groups_used, ..
+    } = routing.declared;
+    if groups < 2 {
         return selection;
     }
-    let (groups, per_group) = (routing.groups, experts / routing.groups);
+    let per_group = experts / groups;
     let grouped = g.reshape(selection, [per_group, groups, t, 1]);
     let rows = g.reshape(grouped, [1, per_group, groups, t]);
     let order = g.op(Type::I32, [per_group, groups, t, 1], &[grouped], false);
@@ -607,13 +593,8 @@ fn select_groups(g: &mut Graph, probs: Id, bias: Id, routing: Routing, experts: 
     let scores = g.op(Type::F32, [1, groups, t, 1], &[best], false);
     let scores = g.reshape(scores, [groups, t, 1, 1]);
     let order = g.op(Type::I32, [groups, t, 1, 1], &[scores], false);
-    let kept = g.view(order, [routing.groups_used, t, 1, 1], g.strides(order));
-    let kept_rows = g.op(
-        Type::F32,
-        [per_group, routing.groups_used, t, 1],
-        &[grouped, kept],
-        false,
-    );
+    let kept = g.view(order, [groups_used, t, 1, 1], g.strides(order));
+    let kept_rows = g.op(Type::F32, [per_group, groups_used, t, 1], &[grouped, kept], false);
     let masked = g.like(grouped, &[grouped], true);
     let masked = g.write_into(masked, &[kept_rows, kept, masked]);
     g.reshape(masked, [experts, t, 1, 1])

@@ -1,4 +1,4 @@
-use super::{Builder, Heads, StateInputs, sum_experts};
+use super::{Builder, Heads, StateInputs, normalise, sum_experts};
 use crate::engines::llama_cpp::ggml::{Graph, Id, Type};
 use crate::memory::GraphShape;
 use crate::model::NemotronH;
@@ -159,14 +159,10 @@ fn moe(b: &mut Builder, x: Id, dims: &NemotronH) -> Id {
     let chosen = g.view(order, [used, t, 1, 1], g.strides(order));
     let probs_3d = g.reshape(probs, [1, s.experts, t, 1]);
     let mut weights = g.op(Type::F32, [1, used, t, 1], &[probs_3d, chosen], false);
-    if dims.norm_weights {
-        let flat = g.reshape(weights, [used, t, 1, 1]);
-        let sum = g.op(Type::F32, [1, t, 1, 1], &[flat], false);
-        let sum = g.like(sum, &[sum], true);
-        let normalised = g.op(Type::F32, [used, t, 1, 1], &[flat, sum], true);
-        weights = g.reshape(normalised, [1, used, t, 1]);
+    if dims.routing.norm_weights {
+        weights = normalise(g, weights, used, t);
     }
-    if dims.scale_weights {
+    if dims.routing.scale_weights {
         weights = g.like(weights, &[weights], true);
     }
     g.expand(weights);
