@@ -97,7 +97,8 @@ pub fn choose(described: &[Described], options: &PlanOptions, engine: MemoryEngi
 /// What the engine's fit does to a context nobody set, for one artifact (llama.cpp's fit of a
 /// model and its draft together is not followed).
 fn fitted_context(described: &[Described], options: &PlanOptions, engine: MemoryEngine) -> Option<ContextFit> {
-    if options.context.is_some() || options.devices.is_none() || described.len() != 1 {
+    // Sized only for an engine whose fit may lower it: nothing more is prepared otherwise.
+    if !engine.unit().fits_context(options) || options.devices.is_none() || described.len() != 1 {
         return None;
     }
     let mut scratch = vec![Findings::default()];

@@ -155,6 +155,12 @@ pub(crate) trait ServingEngine: Sync {
         trained
     }
 
+    /// Whether the engine's own fit may lower the context under these options (then
+    /// `fit_context` says to what): asked before anything is sized for it.
+    fn fits_context(&self, _options: &PlanOptions) -> bool {
+        false
+    }
+
     /// The context the engine itself lowers an unset `context` to on `usable` devices
     /// (llama.cpp's fit); `None` when it keeps the model's.
     fn fit_context(&self, _sizing: &Sizing, _target: &Target, _usable: &[u64]) -> Option<ContextFit> {

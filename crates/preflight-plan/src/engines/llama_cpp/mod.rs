@@ -178,9 +178,13 @@ impl ServingEngine for LlamaCpp {
     /// llama.cpp's fit, step 2: with no context asked for, n_ctx is the trained context a
     /// stream (`n_ctx_max`), lowered toward `fit_params_min_ctx` a stream when the layout as
     /// asked does not fit (`Placer::lowered_context`).
+    fn fits_context(&self, options: &PlanOptions) -> bool {
+        options.context.is_none() && options.fit != Some(false)
+    }
+
     fn fit_context(&self, sizing: &Sizing, target: &Target, usable: &[u64]) -> Option<ContextFit> {
         let options = target.options;
-        if sizing.lower_bound || usable.is_empty() || options.context.is_some() || options.fit == Some(false) {
+        if sizing.lower_bound || usable.is_empty() {
             return None;
         }
         let sequences = sizing.sequences.max(1);

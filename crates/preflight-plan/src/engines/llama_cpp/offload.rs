@@ -249,21 +249,21 @@ impl<'a> Placer<'a> {
             Some(lowered) if lowered.settled => return (asked, Fit::ContextLowered),
             Some(_) => {}
             // Step 1 (l.261–371): the layout as asked, and whether every device keeps its margin.
-            None => {
-                let (totals, _) = self.projected();
-                if totals
-                    .iter()
-                    .enumerate()
-                    .all(|(id, used)| self.free(id) - used >= FIT_MARGIN)
-                {
-                    return (asked, Fit::Unchanged);
-                }
-            }
+            None if self.keeps_margins(&self.projected().0) => return (asked, Fit::Unchanged),
+            None => {}
         }
         if let Some(why) = self.fit_blocked() {
             return (asked, Fit::NotRun(why));
         }
         (self.fit(), Fit::Fitted)
+    }
+
+    /// Step 1's test (l.261–371): every device keeps its margin at these totals.
+    fn keeps_margins(&self, totals: &[i64]) -> bool {
+        totals
+            .iter()
+            .enumerate()
+            .all(|(id, used)| self.free(id) - used >= FIT_MARGIN)
     }
 
     /// Step 1's projection: each used device's total with the layout as asked, and the
@@ -292,11 +292,10 @@ impl<'a> Placer<'a> {
     ) -> Option<(u64, bool)> {
         let (used_max, weights) = self.projected();
         let nd = used_max.len() as i64;
-        let free: Vec<i64> = (0..used_max.len()).map(|id| self.free(id)).collect();
-        if used_max.iter().zip(&free).all(|(used, free)| free - used >= FIT_MARGIN) {
+        if self.keeps_margins(&used_max) {
             return None;
         }
-        let sum_free = free.iter().fold(0i64, |acc, f| acc.saturating_add(*f));
+        let sum_free = (0..used_max.len()).fold(0i64, |acc, id| acc.saturating_add(self.free(id)));
         let sum_used = used_max.iter().fold(0i64, |acc, u| acc.saturating_add(*u));
         let margins = FIT_MARGIN.saturating_mul(nd);
         if sum_free.saturating_sub(sum_used).saturating_sub(margins) >= 0 || n_ctx_max <= n_ctx_min {
