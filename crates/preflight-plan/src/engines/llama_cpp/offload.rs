@@ -530,20 +530,20 @@ impl<'a> Placer<'a> {
             .rules
             .len()
             .saturating_sub(usize::try_from(layout.n_cpu_moe).unwrap_or(0));
+        // Each device's buffer type as its backend names it.
+        let backend = self
+            .options
+            .devices
+            .as_ref()
+            .map_or(GpuBackend::Cuda, |d| d.gpu_backend());
         for rule in &layout.rules[..patterns] {
             let (pattern, to) = match rule {
                 Rule::Pattern(i, to) => (self.options.override_tensor[*i].pattern.clone(), *to),
                 Rule::Layer { layer, fraction, to } => (fraction.pattern(*layer), *to),
             };
-            // The device's buffer type as its backend names it.
-            let backend = self
-                .options
-                .devices
-                .as_ref()
-                .map_or(GpuBackend::Cuda, |d| d.gpu_backend());
             let to = match to {
-                Backend::Host => "CPU".to_owned(),
-                Backend::Device(d) => format!("{}{d}", backend.name()),
+                Backend::Host => OverrideTarget::Cpu,
+                Backend::Device(d) => OverrideTarget::Device(backend, u32::try_from(d).unwrap_or(u32::MAX)),
             };
             overrides.push(format!("{pattern}={to}"));
         }
