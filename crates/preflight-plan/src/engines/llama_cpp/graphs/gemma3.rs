@@ -9,11 +9,10 @@ use crate::memory::GraphShape;
 /// `final_logit_softcapping` would add three ops on the logits; Gemma 3 has none.)
 ///
 /// `gemma2` builds Gemma 2's graph (`src/models/gemma2.cpp`), the same but for three things:
-/// no Q and K norms (l.91-106), attention scores soft-capped (`attn_soft_cap`, l.7) and the
+/// no Q and K norms (l.91-106), attention scores soft-capped (`attn_soft_cap`, l.7; `Heads::soft_cap`) and the
 /// logits soft-capped (l.166-169).
 pub(super) fn graph(s: &GraphShape, gemma2: bool) -> Graph {
     let (mut b, rows) = Builder::new(s);
-    b.attn_soft_cap = gemma2;
     let mut layer_in = b.g.like(rows, &[rows], true);
     let full = b.cache_inputs(s.full_cells);
     let sliding = b.cache_inputs(s.sliding_cells);
@@ -25,6 +24,7 @@ pub(super) fn graph(s: &GraphShape, gemma2: bool) -> Graph {
         let heads = Heads {
             order: ExpandOrder::InOrder,
             qk_norm: !gemma2,
+            soft_cap: gemma2,
             scale_q: QScale::Constant,
             ..Heads::PLAIN
         };

@@ -93,6 +93,9 @@ pub(super) struct Heads {
     pub(super) out_bias: bool,
     /// Attention sinks: one more source of the softmax (gpt-oss).
     pub(super) sinks: bool,
+    /// `hparams.attn_soft_cap` (Gemma 2): the scores capped before the softmax, three ops
+    /// without flash attention, a parameter of its kernel with it.
+    pub(super) soft_cap: bool,
     /// Q and K normed per head before rope (Qwen3, Gemma 3).
     pub(super) qk_norm: bool,
     /// Q and K rms-normed, with no weight, after rope (Llama 4's L2 norm, llama4.cpp:180-186).
@@ -114,6 +117,7 @@ impl Heads {
         bias: false,
         out_bias: false,
         sinks: false,
+        soft_cap: false,
         qk_norm: false,
         norm_after_rope: false,
         scale_q: QScale::None,
@@ -164,8 +168,6 @@ pub(super) struct Builder<'s> {
     pub(super) weight: Id,
     pub(super) cache: Id,
     pub(super) positions: Id,
-    /// `hparams.attn_soft_cap` (Gemma 2): the attention scores capped before the softmax.
-    pub(super) attn_soft_cap: bool,
 }
 
 impl<'s> Builder<'s> {
@@ -188,7 +190,6 @@ impl<'s> Builder<'s> {
             weight,
             cache,
             positions,
-            attn_soft_cap: false,
         };
         (builder, rows)
     }
@@ -228,15 +229,14 @@ impl<'s> Builder<'s> {
     /// projection: the K and V rows written into the cache, then attention over all of it.
     pub(super) fn attention(&mut self, x: Id, cache: CacheInputs, heads: Heads) -> Id {
         let Heads {
-            order,
             bias,
             out_bias,
-            sinks,
             qk_norm,
             norm_after_rope,
             scale_q,
             rope,
             gate,
+            ..
         } = heads;
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
@@ -274,7 +274,7 @@ impl<'s> Builder<'s> {
         };
         let (k, _) = head(self, s.kv_heads, rope, false);
         let (v, _) = head(self, s.kv_heads, false, false);
-        let out = self.attend([q, k, v], cache, order, sinks);
+        let out = self.attend([q, k, v], cache, heads);
         let g = &mut self.g;
         let out = match gate {
             true => {
@@ -311,7 +311,10 @@ impl<'s> Builder<'s> {
     /// `build_attn` from Q, K and V (rope applied): expanded in `order`, the K and V rows
     /// written into the cache, and `build_attn_mha`'s attention over all of it, expanded
     /// (llama-graph.cpp:2752) — the output projection is the caller's.
-    pub(super) fn attend(&mut self, [q, k, v]: [Id; 3], cache: CacheInputs, order: ExpandOrder, sinks: bool) -> Id {
+    pub(super) fn attend(&mut self, [q, k, v]: [Id; 3], cache: CacheInputs, heads: Heads) -> Id {
+        let Heads {
+            order, sinks, soft_cap, ..
+        } = heads;
         let s = self.s;
         let (t, d) = (s.tokens, s.head_dim);
         let (q_width, kv_width) = (s.heads.saturating_mul(d), s.kv_heads.saturating_mul(d));
@@ -367,7 +370,7 @@ impl<'s> Builder<'s> {
                 let mut scores = g.op(Type::F32, [cache.cells, t / streams, s.heads, streams], &[k, q], false);
                 // Scaled, tanh, scaled back (llama-graph.cpp:2708-2715); flash attention takes
                 // the cap as a parameter instead.
-                if self.attn_soft_cap {
+                if soft_cap {
                     for _ in 0..3 {
                         scores = g.like(scores, &[scores], true);
                     }

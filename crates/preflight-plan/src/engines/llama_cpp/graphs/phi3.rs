@@ -1,4 +1,4 @@
-use super::{Builder, ExpandOrder};
+use super::{Builder, Heads};
 use crate::engines::llama_cpp::ggml::{Graph, Type};
 use crate::memory::GraphShape;
 
@@ -17,7 +17,7 @@ pub(super) fn graph(s: &GraphShape) -> Graph {
         let x = b.norm(layer_in);
         let [q, k, v] = b.fused_qkv(x);
         let q = b.g.like(q, &[q], true);
-        let attention = b.attend([q, k, v], cache, ExpandOrder::KLast, false);
+        let attention = b.attend([q, k, v], cache, Heads::PLAIN);
         let attention = b.linear(attention, s.hidden, s.tokens, false);
         let ([attention, residual], tokens) = b.cut_to_outputs(il + 1 == layers, [attention, layer_in], out_ids);
         let residual = b.g.like(attention, &[attention, residual], true);
